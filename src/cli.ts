@@ -1,0 +1,56 @@
+#!/usr/bin/env node
+/**
+ * trajrl-validator: one entry for every job. Subcommands live in src/cli/*.ts.
+ * Errors caused by what the operator or a miner handed us are one line on stderr, exit 1.
+ */
+import { Command, CommanderError } from "commander";
+import { registerPack } from "./cli/pack.js";
+import { isAbortError, ValidatorError } from "./errors.js";
+import { VERSION } from "./version.js";
+
+export function buildProgram(): Command {
+  const program = new Command();
+  program
+    .name("trajrl-validator")
+    .description("TrajectoryRL Season 2 validator (Bittensor subnet 11)")
+    .version(VERSION)
+    .showHelpAfterError()
+    .exitOverride();
+  registerPack(program);
+  return program;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv);
+    return typeof process.exitCode === "number" ? process.exitCode : 0;
+  } catch (err) {
+    if (err instanceof CommanderError) return err.exitCode;
+    if (
+      err instanceof ValidatorError &&
+      (err.failureClass === "input" || !err.retryable || err.failureClass === "policy")
+    ) {
+      process.stderr.write(`error: ${err.message}\n`);
+      return 1;
+    }
+    if (isAbortError(err)) {
+      process.stderr.write("aborted\n");
+      return 130;
+    }
+    const e = err as Error;
+    process.stderr.write(`error: ${e?.message ?? String(err)}\n`);
+    if (process.env.TRAJRL_DEBUG) process.stderr.write(`${e?.stack ?? ""}\n`);
+    return 1;
+  }
+}
+
+const invokedDirectly =
+  import.meta.url === `file://${process.argv[1]}` ||
+  process.argv[1]?.endsWith("/cli.ts") ||
+  process.argv[1]?.endsWith("/cli.js");
+if (invokedDirectly) {
+  main(process.argv).then((code) => {
+    process.exitCode = code;
+  });
+}

@@ -1,0 +1,187 @@
+/**
+ * The only reader of process.env. Every variable is parsed once, here, with zod, into a
+ * typed Config. Defaults match `.env.validator.example`; keep the two in step
+ * (test/unit/config.test.ts checks that every variable here is documented there).
+ */
+import { homedir } from "node:os";
+import { resolve } from "node:path";
+import { z } from "zod";
+import { InputError } from "./errors.js";
+
+const bool = z
+  .enum(["1", "0", "true", "false", "yes", "no", "on", "off", ""])
+  .transform((v) => v === "1" || v === "true" || v === "yes" || v === "on");
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
+const num = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().min(min).max(max);
+const url = z.string().url();
+const optional = <T extends z.ZodTypeAny>(s: T) =>
+  z.preprocess((v) => (v === "" || v === undefined ? undefined : v), s.optional());
+
+/** Each entry: env var name → schema with default. Grouped as in the example file. */
+export const ENV_SCHEMA = {
+  // General
+  DATA_DIR: z.string().default("./data"),
+  LOG_LEVEL: z
+    .string()
+    .transform((s) => s.toLowerCase())
+    .pipe(z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]))
+    .default("info"),
+  // LLM provider (Engy)
+  LLM_API_KEY: optional(z.string().min(1)),
+  LLM_BASE_URL: url.default("https://api.engy.ai/v1"),
+  DEFAULT_MODEL: z.string().default("qwen3.8-27b"),
+  EPISODE_CAP_USD: num(0.000001, 1000).default(0.3),
+  UPSTREAM_TIMEOUT_S: num(1, 3600).default(300),
+  // Engy simulator (used when LLM_API_KEY is unset)
+  ENGY_SIM_SEED: int(0).default(11),
+  ENGY_SIM_PROFILE: optional(z.string()),
+  ENGY_SIM_LATENCY_SCALE: num(0, 100).default(0.02),
+  // Meter
+  METER_PORT: int(1, 65535).default(8790),
+  METER_HOST: z.string().default("127.0.0.1"),
+  // Bittensor
+  NETWORK: z.enum(["finney", "test", "local"]).default("finney"),
+  NETUID: int(0, 65535).default(11),
+  SUBTENSOR_ENDPOINT: optional(z.string()),
+  WALLET_NAME: z.string().default("validator"),
+  WALLET_HOTKEY: z.string().default("default"),
+  WALLET_PATH: z.string().default("~/.bittensor/wallets"),
+  WEIGHTS_INTERVAL_S: int(1).default(60),
+  STAKE_WEIGHTED_CONSENSUS: bool.default(true),
+  // Platform
+  TRAJECTORYRL_API_BASE_URL: url.default("https://trajrl.com"),
+  EVAL_POLL_INTERVAL_S: num(0.1, 3600).default(10),
+  HEARTBEAT_INTERVAL_S: num(1, 86400).default(600),
+  WINNER_CACHE_TTL_S: int(1).default(86_400),
+  // Evaluation and sandbox
+  EVAL_CONCURRENCY: int(1, 64).default(3),
+  SPEC_NUMBER: optional(int(0)),
+  SCENARIOS_DIR: z.string().default("./scenarios"),
+  AGENT_IMAGE: optional(z.string()),
+  AGENT_COMMAND: optional(z.string()),
+  SIDECAR_IMAGE: optional(z.string()),
+  EPISODE_SUBNET_POOL: z.string().default("10.213.0.0/16"),
+  DOCKER_SOCKET: z.string().default("/var/run/docker.sock"),
+  DAEMON_IN_CONTAINER: optional(bool),
+  // Status page
+  STATUS_HOST: z.string().default("127.0.0.1"),
+  STATUS_PORT: int(0, 65535).default(8080),
+} as const;
+
+export type EnvName = keyof typeof ENV_SCHEMA;
+
+const envObject = z.object(ENV_SCHEMA);
+type Env = z.infer<typeof envObject>;
+
+export interface Config {
+  dataDir: string;
+  dbPath: string;
+  logLevel: Env["LOG_LEVEL"];
+  llm: {
+    apiKey: string | undefined;
+    baseUrl: string;
+    defaultModel: string;
+    episodeCapUsd: number;
+    upstreamTimeoutMs: number;
+    /** true when no key is set: the in-process Engy simulator stands in. */
+    simulated: boolean;
+  };
+  sim: { seed: number; profilePath: string | undefined; latencyScale: number };
+  meter: { port: number; host: string };
+  chain: {
+    network: Env["NETWORK"];
+    netuid: number;
+    endpoint: string;
+    walletName: string;
+    walletHotkey: string;
+    walletPath: string;
+    weightsIntervalMs: number;
+    stakeWeighted: boolean;
+  };
+  platform: {
+    baseUrl: string;
+    pollIntervalMs: number;
+    heartbeatIntervalMs: number;
+    winnerCacheTtlMs: number;
+  };
+  evaluation: {
+    concurrency: number;
+    specNumber: number | undefined;
+    scenariosDir: string;
+    agentImage: string | undefined;
+    agentCommand: string | undefined;
+    sidecarImage: string | undefined;
+    subnetPool: string;
+    dockerSocket: string;
+    daemonInContainer: boolean | undefined;
+  };
+  status: { host: string; port: number };
+}
+
+const ENDPOINTS: Record<Env["NETWORK"], string> = {
+  finney: "wss://entrypoint-finney.opentensor.ai:443",
+  test: "wss://test.finney.opentensor.ai:443",
+  local: "ws://127.0.0.1:9944",
+};
+
+function expandHome(p: string): string {
+  return p === "~" || p.startsWith("~/") ? resolve(homedir(), p.slice(2)) : p;
+}
+
+/** Parse an environment (default: process.env) into a Config; throws InputError naming every bad variable. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const picked: Record<string, string | undefined> = {};
+  for (const name of Object.keys(ENV_SCHEMA)) picked[name] = env[name]?.trim();
+  // An empty value means "unset" for variables with defaults, as in a dotenv file.
+  for (const [k, v] of Object.entries(picked)) if (v === "") picked[k] = undefined;
+  const parsed = envObject.safeParse(picked);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
+    throw new InputError("invalid_config", `invalid environment: ${lines.join("; ")}`);
+  }
+  const e = parsed.data;
+  const dataDir = resolve(expandHome(e.DATA_DIR));
+  return {
+    dataDir,
+    dbPath: resolve(dataDir, "validator.sqlite"),
+    logLevel: e.LOG_LEVEL,
+    llm: {
+      apiKey: e.LLM_API_KEY,
+      baseUrl: e.LLM_BASE_URL.replace(/\/+$/, ""),
+      defaultModel: e.DEFAULT_MODEL,
+      episodeCapUsd: e.EPISODE_CAP_USD,
+      upstreamTimeoutMs: Math.round(e.UPSTREAM_TIMEOUT_S * 1000),
+      simulated: e.LLM_API_KEY === undefined,
+    },
+    sim: { seed: e.ENGY_SIM_SEED, profilePath: e.ENGY_SIM_PROFILE, latencyScale: e.ENGY_SIM_LATENCY_SCALE },
+    meter: { port: e.METER_PORT, host: e.METER_HOST },
+    chain: {
+      network: e.NETWORK,
+      netuid: e.NETUID,
+      endpoint: e.SUBTENSOR_ENDPOINT ?? ENDPOINTS[e.NETWORK],
+      walletName: e.WALLET_NAME,
+      walletHotkey: e.WALLET_HOTKEY,
+      walletPath: expandHome(e.WALLET_PATH),
+      weightsIntervalMs: e.WEIGHTS_INTERVAL_S * 1000,
+      stakeWeighted: e.STAKE_WEIGHTED_CONSENSUS,
+    },
+    platform: {
+      baseUrl: e.TRAJECTORYRL_API_BASE_URL.replace(/\/+$/, ""),
+      pollIntervalMs: Math.round(e.EVAL_POLL_INTERVAL_S * 1000),
+      heartbeatIntervalMs: Math.round(e.HEARTBEAT_INTERVAL_S * 1000),
+      winnerCacheTtlMs: e.WINNER_CACHE_TTL_S * 1000,
+    },
+    evaluation: {
+      concurrency: e.EVAL_CONCURRENCY,
+      specNumber: e.SPEC_NUMBER,
+      scenariosDir: resolve(e.SCENARIOS_DIR),
+      agentImage: e.AGENT_IMAGE,
+      agentCommand: e.AGENT_COMMAND,
+      sidecarImage: e.SIDECAR_IMAGE,
+      subnetPool: e.EPISODE_SUBNET_POOL,
+      dockerSocket: e.DOCKER_SOCKET,
+      daemonInContainer: e.DAEMON_IN_CONTAINER,
+    },
+    status: { host: e.STATUS_HOST, port: e.STATUS_PORT },
+  };
+}

@@ -1,0 +1,361 @@
+/**
+ * Python-compatible JSON: parse exactly what CPython's `json.loads` accepts and serialize exactly
+ * what `json.dumps(value, sort_keys=True)` prints (default separators, ensure_ascii, allow_nan).
+ *
+ * Why not JSON.parse/JSON.stringify: they lose the int/float distinction (`1.0` → `1`), big ints,
+ * and print non-ASCII raw; pack hashes are computed by Python validators over their re-serialization,
+ * so ours must be byte-identical or we reject valid packs.
+ */
+
+/** A Python float, kept apart from ints so `1.0` stays `1.0`. */
+export class PyFloat {
+  constructor(readonly value: number) {}
+}
+
+/** Python dict, in insertion order; a duplicate key keeps its first position and the last value. */
+export type PyObject = Map<string, PyValue>;
+export type PyValue = null | boolean | string | bigint | PyFloat | PyValue[] | PyObject;
+
+/** Messages follow Python's: "Expecting value: line 1 column 7 (char 6)". */
+export class PyJsonError extends Error {
+  constructor(
+    message: string,
+    readonly position: number,
+    text = "",
+  ) {
+    const before = text.slice(0, position);
+    const line = before.split("\n").length;
+    const column = position - before.lastIndexOf("\n");
+    super(`${message}: line ${line} column ${column} (char ${position})`);
+    this.name = "PyJsonError";
+  }
+}
+
+/** CPython 3.11 refuses to convert ints longer than this (sys.int_info.default_max_str_digits). */
+const MAX_INT_DIGITS = 4300;
+
+const WS = new Set([0x20, 0x09, 0x0a, 0x0d]);
+
+/** Parse a string exactly as `json.loads(text)` does (strict mode, NaN/Infinity accepted). */
+export function pyJsonParse(text: string): PyValue {
+  let i = 0;
+  const n = text.length;
+
+  const skipWs = () => {
+    while (i < n && WS.has(text.charCodeAt(i))) i++;
+  };
+
+  const fail = (msg: string, at = i): never => {
+    throw new PyJsonError(msg, at, text);
+  };
+
+  const parseString = (): string => {
+    // text[i] === '"'
+    const start = i;
+    i++;
+    let out = "";
+    let chunkStart = i;
+    while (true) {
+      if (i >= n) fail("Unterminated string starting at", start);
+      const c = text.charCodeAt(i);
+      if (c === 0x22) {
+        out += text.slice(chunkStart, i);
+        i++;
+        return out;
+      }
+      if (c < 0x20) fail("Invalid control character at");
+      if (c === 0x5c) {
+        out += text.slice(chunkStart, i);
+        const e = text[i + 1];
+        switch (e) {
+          case '"':
+            out += '"';
+            break;
+          case "\\":
+            out += "\\";
+            break;
+          case "/":
+            out += "/";
+            break;
+          case "b":
+            out += "\b";
+            break;
+          case "f":
+            out += "\f";
+            break;
+          case "n":
+            out += "\n";
+            break;
+          case "r":
+            out += "\r";
+            break;
+          case "t":
+            out += "\t";
+            break;
+          case "u": {
+            const hex = text.slice(i + 2, i + 6);
+            if (!/^[0-9a-fA-F]{4}$/.test(hex)) fail("Invalid \\uXXXX escape");
+            // Code units are kept as-is: a high+low pair forms the astral character, exactly as Python joins them.
+            out += String.fromCharCode(Number.parseInt(hex, 16));
+            i += 4;
+            break;
+          }
+          default:
+            fail("Invalid \\escape");
+        }
+        i += 2;
+        chunkStart = i;
+        continue;
+      }
+      i++;
+    }
+  };
+
+  const NUMBER = /-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?/y;
+
+  const parseValue = (depth: number): PyValue => {
+    if (depth > 1000) fail("maximum nesting depth exceeded");
+    skipWs();
+    if (i >= n) fail("Expecting value");
+    const c = text[i];
+    if (c === "{") return parseObject(depth);
+    if (c === "[") return parseArray(depth);
+    if (c === '"') return parseString();
+    if (text.startsWith("null", i)) {
+      i += 4;
+      return null;
+    }
+    if (text.startsWith("true", i)) {
+      i += 4;
+      return true;
+    }
+    if (text.startsWith("false", i)) {
+      i += 5;
+      return false;
+    }
+    if (text.startsWith("NaN", i)) {
+      i += 3;
+      return new PyFloat(Number.NaN);
+    }
+    if (text.startsWith("Infinity", i)) {
+      i += 8;
+      return new PyFloat(Number.POSITIVE_INFINITY);
+    }
+    if (text.startsWith("-Infinity", i)) {
+      i += 9;
+      return new PyFloat(Number.NEGATIVE_INFINITY);
+    }
+    NUMBER.lastIndex = i;
+    const m = NUMBER.exec(text);
+    if (!m) return fail("Expecting value");
+    const lexeme = m[0];
+    const start = i;
+    i += lexeme.length;
+    if (m[1] === undefined && m[2] === undefined) {
+      const digits = lexeme.startsWith("-") ? lexeme.length - 1 : lexeme.length;
+      if (digits > MAX_INT_DIGITS) fail("Exceeds the limit for integer string conversion", start);
+      return BigInt(lexeme);
+    }
+    return new PyFloat(Number(lexeme));
+  };
+
+  const parseArray = (depth: number): PyValue[] => {
+    i++;
+    const arr: PyValue[] = [];
+    skipWs();
+    if (text[i] === "]") {
+      i++;
+      return arr;
+    }
+    while (true) {
+      arr.push(parseValue(depth + 1));
+      skipWs();
+      if (text[i] === ",") {
+        i++;
+        continue;
+      }
+      if (text[i] === "]") {
+        i++;
+        return arr;
+      }
+      fail("Expecting ',' delimiter");
+    }
+  };
+
+  const parseObject = (depth: number): PyObject => {
+    i++;
+    const obj: PyObject = new Map();
+    skipWs();
+    if (text[i] === "}") {
+      i++;
+      return obj;
+    }
+    while (true) {
+      skipWs();
+      if (text[i] !== '"') fail("Expecting property name enclosed in double quotes");
+      const key = parseString();
+      skipWs();
+      if (text[i] !== ":") fail("Expecting ':' delimiter");
+      i++;
+      obj.set(key, parseValue(depth + 1));
+      skipWs();
+      if (text[i] === ",") {
+        i++;
+        skipWs();
+        if (text[i] !== '"') fail("Expecting property name enclosed in double quotes");
+        continue;
+      }
+      if (text[i] === "}") {
+        i++;
+        return obj;
+      }
+      fail("Expecting ',' delimiter");
+    }
+  };
+
+  if (text.charCodeAt(0) === 0xfeff) fail("Unexpected UTF-8 BOM (decode using utf-8-sig)", 0);
+  const value = parseValue(0);
+  skipWs();
+  if (i !== n) fail("Extra data");
+  return value;
+}
+
+/** Parse UTF-8 bytes; invalid UTF-8 is an error, as Python's strict decode would be. */
+export function pyJsonParseBytes(bytes: Uint8Array): PyValue {
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    throw new PyJsonError("invalid UTF-8", 0);
+  }
+  return pyJsonParse(text);
+}
+
+const SHORT_ESCAPES: Record<number, string> = {
+  34: '\\"',
+  92: "\\\\",
+  10: "\\n",
+  13: "\\r",
+  9: "\\t",
+  8: "\\b",
+  12: "\\f",
+};
+
+/** `json.dumps(s)` with ensure_ascii: everything outside space..~ is escaped, per UTF-16 code unit. */
+export function pyDumpString(s: string): string {
+  let out = '"';
+  let chunkStart = 0;
+  for (let k = 0; k < s.length; k++) {
+    const c = s.charCodeAt(k);
+    if (c >= 0x20 && c <= 0x7e && c !== 0x22 && c !== 0x5c) continue;
+    out += s.slice(chunkStart, k);
+    out += SHORT_ESCAPES[c] ?? `\\u${c.toString(16).padStart(4, "0")}`;
+    chunkStart = k + 1;
+  }
+  return `${out + s.slice(chunkStart)}"`;
+}
+
+/** `repr(float)`: shortest round-trip digits; scientific when the exponent is < -4 or >= 16. */
+export function pyFloatRepr(x: number): string {
+  if (Number.isNaN(x)) return "NaN";
+  if (x === Number.POSITIVE_INFINITY) return "Infinity";
+  if (x === Number.NEGATIVE_INFINITY) return "-Infinity";
+  if (x === 0) return Object.is(x, -0) ? "-0.0" : "0.0";
+  const sign = x < 0 ? "-" : "";
+  // toExponential() without an argument gives the shortest digits that round-trip.
+  const [mant, expPart] = Math.abs(x).toExponential().split("e") as [string, string];
+  const digits = mant.replace(".", "");
+  const exp = Number(expPart); // x = d.ddd × 10^exp
+  const decpt = exp + 1; // x = 0.dddd × 10^decpt
+  if (decpt > -4 && decpt <= 16) {
+    if (decpt <= 0) return `${sign}0.${"0".repeat(-decpt)}${digits}`;
+    if (decpt >= digits.length) return `${sign}${digits}${"0".repeat(decpt - digits.length)}.0`;
+    return `${sign}${digits.slice(0, decpt)}.${digits.slice(decpt)}`;
+  }
+  const frac = digits.length > 1 ? `.${digits.slice(1)}` : "";
+  const e = exp < 0 ? `-${String(-exp).padStart(2, "0")}` : `+${String(exp).padStart(2, "0")}`;
+  return `${sign}${digits[0]}${frac}e${e}`;
+}
+
+/** Compare by Unicode code point, as Python sorts str (JS `<` compares UTF-16 units). */
+export function compareCodePoints(a: string, b: string): number {
+  let ia = 0;
+  let ib = 0;
+  while (ia < a.length && ib < b.length) {
+    const ca = a.codePointAt(ia)!;
+    const cb = b.codePointAt(ib)!;
+    if (ca !== cb) return ca - cb;
+    ia += ca > 0xffff ? 2 : 1;
+    ib += cb > 0xffff ? 2 : 1;
+  }
+  return a.length - ia - (b.length - ib);
+}
+
+/** `json.dumps(value, sort_keys=True)`. */
+export function pyJsonDumps(value: PyValue): string {
+  const parts: string[] = [];
+  const walk = (v: PyValue): void => {
+    if (v === null) parts.push("null");
+    else if (v === true) parts.push("true");
+    else if (v === false) parts.push("false");
+    else if (typeof v === "string") parts.push(pyDumpString(v));
+    else if (typeof v === "bigint") parts.push(v.toString());
+    else if (v instanceof PyFloat) parts.push(pyFloatRepr(v.value));
+    else if (Array.isArray(v)) {
+      parts.push("[");
+      v.forEach((item, k) => {
+        if (k > 0) parts.push(", ");
+        walk(item);
+      });
+      parts.push("]");
+    } else {
+      const keys = [...v.keys()].sort(compareCodePoints);
+      parts.push("{");
+      keys.forEach((key, k) => {
+        if (k > 0) parts.push(", ");
+        parts.push(pyDumpString(key), ": ");
+        walk(v.get(key)!);
+      });
+      parts.push("}");
+    }
+  };
+  walk(value);
+  return parts.join("");
+}
+
+/**
+ * Lift a plain JS value (from our own code, e.g. a pack we built) into a PyValue.
+ * Integral numbers become ints, others floats, as Python would load their JSON.stringify output.
+ */
+export function fromJs(value: unknown): PyValue {
+  if (value === null || typeof value === "boolean" || typeof value === "string") return value;
+  if (typeof value === "bigint") return value;
+  if (typeof value === "number") return Number.isInteger(value) ? BigInt(value) : new PyFloat(value);
+  if (Array.isArray(value)) return value.map(fromJs);
+  if (value instanceof PyFloat || value instanceof Map) return value as PyValue;
+  if (typeof value === "object") {
+    const m: PyObject = new Map();
+    for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+      if (v !== undefined) m.set(k, fromJs(v));
+    }
+    return m;
+  }
+  throw new TypeError(`cannot represent ${typeof value} as JSON`);
+}
+
+/** Python's type name of a value, for rejection messages that match the Python validator's. */
+export function pyTypeName(v: PyValue | undefined): string {
+  if (v === undefined || v === null) return "NoneType";
+  if (typeof v === "boolean") return "bool";
+  if (typeof v === "string") return "str";
+  if (typeof v === "bigint") return "int";
+  if (v instanceof PyFloat) return "float";
+  if (Array.isArray(v)) return "list";
+  return "dict";
+}
+
+/** Python's `str.isspace()` set, so "blank" means what it means to the Python validator. */
+const PY_SPACE = /^[\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$/;
+export function isPyBlank(s: string): boolean {
+  return PY_SPACE.test(s);
+}

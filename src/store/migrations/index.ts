@@ -1,0 +1,14 @@
+import type Database from "better-sqlite3";
+import { m001Core } from "./001-core.js";
+
+export interface Migration {
+  version: number;
+  name: string;
+  up: string | ((db: Database.Database) => void);
+}
+
+/**
+ * Every migration, in order. Numbers are never reused or edited once released: add a new one.
+ * Reserved ranges so parallel work does not collide: 002 meter, 003 evaluation, 004 chain, 005 platform/daemon.
+ */
+export const MIGRATIONS: readonly Migration[] = [m001Core];
