@@ -1,0 +1,62 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+
+const root = new URL("../..", import.meta.url).pathname;
+const cli = (...args: string[]) =>
+  spawnSync(process.execPath, ["--import", "tsx", join(root, "src/cli.ts"), ...args], { encoding: "utf8", cwd: root });
+
+describe("trajrl-validator pack (the CLI as an operator runs it)", () => {
+  const tmp = mkdtempSync(join(tmpdir(), "cli-pack-"));
+  const write = (name: string, body: string) => {
+    const p = join(tmp, name);
+    writeFileSync(p, body);
+    return p;
+  };
+
+  it("pack hash prints the fixture's published hash", () => {
+    const r = cli("pack", "hash", join(root, "test/fixtures/packs/ivanov-tech__trajectoryrl-packs__20260516-36B.json"));
+    expect(r.status).toBe(0);
+    expect(r.stdout.trim()).toBe("1cf2caea1261c9322d7e16168404b39c58d8f145c11ab6990be47fbb02a6ddd4");
+  });
+
+  it.each([
+    ["invalid_pack_structure", '{"schema_version": 1, "files": []}'],
+    ["missing_skill_md", '{"schema_version": 1, "files": {"policy.py": "x"}}'],
+    ["empty_skill_md", '{"schema_version": 1, "files": {"SKILL.md": "  "}}'],
+    ["invalid_policy_files", '{"schema_version": 1, "files": {"SKILL.md": "x", "../evil": "x"}}'],
+    ["pack_too_large", JSON.stringify({ schema_version: 1, files: { "SKILL.md": "y".repeat(40_000) } })],
+  ])("pack validate exits 1 naming %s, one line, no stack trace", (code, body) => {
+    const r = cli("pack", "validate", write(`${code}.json`, body));
+    expect(r.status).toBe(1);
+    expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    expect(r.stderr).toContain(code);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it("pack validate --hash mismatch → pack_verify_failed", () => {
+    const p = write("ok.json", '{"schema_version": 1, "files": {"SKILL.md": "x"}}');
+    const r = cli("pack", "validate", p, "--hash", "ab".repeat(32));
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain("pack_verify_failed");
+  });
+
+  it("a non-JSON file gets a clear message with the position", () => {
+    const r = cli("pack", "validate", write("notjson.txt", "hello, I am not JSON\n"));
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/invalid_pack_structure: pack is not valid JSON: Expecting value: line 1 column 1/);
+  });
+
+  it("pack build then validate round-trips", () => {
+    const skill = write("SKILL.md", "# skill\n");
+    const out = join(tmp, "built.json");
+    const b = cli("pack", "build", skill, "-o", out);
+    expect(b.status).toBe(0);
+    const hash = b.stdout.split(/\s+/)[0]!;
+    const v = cli("pack", "validate", out, "--hash", hash);
+    expect(v.status).toBe(0);
+    expect(v.stdout).toContain(hash);
+  });
+});
