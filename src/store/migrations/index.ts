@@ -1,5 +1,6 @@
 import type Database from "better-sqlite3";
 import { m001Core } from "./001-core.js";
+import { m003Evaluations } from "./003-evaluations.js";
 
 export interface Migration {
   version: number;
@@ -11,4 +12,4 @@ export interface Migration {
  * Every migration, in order. Numbers are never reused or edited once released: add a new one.
  * Reserved ranges so parallel work does not collide: 002 meter, 003 evaluation, 004 chain, 005 platform/daemon.
  */
-export const MIGRATIONS: readonly Migration[] = [m001Core];
+export const MIGRATIONS: readonly Migration[] = [m001Core, m003Evaluations];

@@ -1,0 +1,115 @@
+import type { FailureClass } from "../errors.js";
+
+/** Where one scenario of an evaluation stands, for progress views and the platform's progress events. */
+export type EpisodePhase = "queued" | "starting" | "running" | "verifying" | "done" | "failed" | "retrying";
+
+export interface ModelUsage {
+  calls: number;
+  costUsd: number;
+  promptTokens: number;
+  cachedTokens: number;
+  completionTokens: number;
+}
+
+export interface EpisodeFailure {
+  class: FailureClass;
+  code: string;
+  message: string;
+}
+
+/** What one episode produced, as the evaluation needs it (the episode layer maps its result into this). */
+export interface EpisodeOutcome {
+  scenario: string;
+  /** scored: the verifier ran on what the agent delivered; failed: no score could be taken. */
+  status: "scored" | "failed";
+  /** passed/tests when tests > 0, else the reward; 0 when failed. */
+  quality: number;
+  tests: number;
+  passed: number;
+  failure?: EpisodeFailure;
+  costUsd: number;
+  byModel: Record<string, ModelUsage>;
+  /** Metered calls that reached the provider and were billed. */
+  billedCalls: number;
+  /** The model's turn was cut off by the provider before any tool call ran (infra-incomplete). */
+  truncatedBeforeToolCall: boolean;
+  timings: { setupMs: number; agentMs: number; verifyMs: number; totalMs: number };
+  imageDigests: Record<string, string>;
+  artifactsDir?: string;
+}
+
+export interface EpisodeProgress {
+  phase?: EpisodePhase;
+  spentUsd?: number;
+}
+
+export interface EpisodeRequest {
+  evaluationId: string;
+  episodeId: string;
+  scenario: string;
+  attempt: number;
+  signal: AbortSignal;
+  onProgress: (p: EpisodeProgress) => void;
+}
+
+/** Runs one episode. Never throws for policy faults; throws or returns a failed outcome for upstream/infra. */
+export type EpisodeRunner = (req: EpisodeRequest) => Promise<EpisodeOutcome>;
+
+export interface ScenarioVerdict {
+  scenario: string;
+  quality: number;
+  tests: number;
+  passed: number;
+  status: "scored" | "failed";
+  failure?: EpisodeFailure;
+  costUsd: number;
+  byModel: Record<string, ModelUsage>;
+  attempts: number;
+  episodeId: string;
+  timings: EpisodeOutcome["timings"];
+}
+
+export interface Provenance {
+  priceTableHash: string;
+  imageDigests: Record<string, string>;
+  validatorVersion: string;
+  harness: { name: string; version: string };
+  llm: { baseUrl: string; simulated: boolean; defaultModel: string };
+  capUsd: number;
+  concurrency: number;
+}
+
+export interface Verdict {
+  evaluationId: string;
+  packHash: string;
+  spec: number;
+  /** Σ episode quality, rounded to 4 dp. */
+  score: number;
+  /** Any episode scored above 0. */
+  qualified: boolean;
+  rejected: boolean;
+  rejection?: { code: string; message: string };
+  scenarios: ScenarioVerdict[];
+  costUsd: number;
+  byModel: Record<string, ModelUsage>;
+  provenance: Provenance;
+  startedAt: string;
+  finishedAt: string;
+}
+
+export type EvaluationResult =
+  | { kind: "verdict"; evaluationId: string; verdict: Verdict }
+  | { kind: "discarded"; evaluationId: string; code: string; message: string }
+  | { kind: "aborted"; evaluationId: string; reason: string };
+
+export interface EvaluationEvent {
+  evaluationId: string;
+  scenario: string;
+  phase: EpisodePhase;
+  attempt: number;
+  spentUsd: number;
+  capUsd: number;
+  elapsedMs: number;
+  quality?: number;
+  failure?: EpisodeFailure;
+}

@@ -1,0 +1,216 @@
+import type { Db } from "./db.js";
+
+export type EvaluationStatus = "running" | "scored" | "rejected" | "discarded" | "aborted";
+export type EpisodeRowStatus = "running" | "final" | "retry" | "unresolved" | "interrupted" | "aborted";
+
+export interface EvaluationRow {
+  id: string;
+  resumeKey: string;
+  packHash: string;
+  spec: number;
+  scenarios: string[];
+  source: "local" | "epoch";
+  epochId: string | null;
+  status: EvaluationStatus;
+  reason: string | null;
+  verdict: unknown | null;
+  meta: Record<string, unknown>;
+  createdAt: string;
+  finishedAt: string | null;
+}
+
+export interface EpisodeRow {
+  id: string;
+  evaluationId: string;
+  scenario: string;
+  attempt: number;
+  status: EpisodeRowStatus;
+  outcome: unknown | null;
+  startedAt: string;
+  finishedAt: string | null;
+}
+
+interface RawEvaluation {
+  id: string;
+  resume_key: string;
+  pack_hash: string;
+  spec: number;
+  scenarios: string;
+  source: "local" | "epoch";
+  epoch_id: string | null;
+  status: EvaluationStatus;
+  reason: string | null;
+  verdict: string | null;
+  meta: string;
+  created_at: string;
+  finished_at: string | null;
+}
+
+interface RawEpisode {
+  id: string;
+  evaluation_id: string;
+  scenario: string;
+  attempt: number;
+  status: EpisodeRowStatus;
+  outcome: string | null;
+  started_at: string;
+  finished_at: string | null;
+}
+
+const evaluationOf = (r: RawEvaluation): EvaluationRow => ({
+  id: r.id,
+  resumeKey: r.resume_key,
+  packHash: r.pack_hash,
+  spec: r.spec,
+  scenarios: JSON.parse(r.scenarios) as string[],
+  source: r.source,
+  epochId: r.epoch_id,
+  status: r.status,
+  reason: r.reason,
+  verdict: r.verdict === null ? null : JSON.parse(r.verdict),
+  meta: JSON.parse(r.meta) as Record<string, unknown>,
+  createdAt: r.created_at,
+  finishedAt: r.finished_at,
+});
+
+const episodeOf = (r: RawEpisode): EpisodeRow => ({
+  id: r.id,
+  evaluationId: r.evaluation_id,
+  scenario: r.scenario,
+  attempt: r.attempt,
+  status: r.status,
+  outcome: r.outcome === null ? null : JSON.parse(r.outcome),
+  startedAt: r.started_at,
+  finishedAt: r.finished_at,
+});
+
+const NOW = "strftime('%Y-%m-%dT%H:%M:%fZ','now')";
+
+export class EvaluationRepo {
+  private readonly s;
+
+  constructor(private readonly db: Db) {
+    this.s = {
+      insert: db.prepare(
+        `INSERT INTO evaluations (id, resume_key, pack_hash, spec, scenarios, source, epoch_id, status, meta)
+         VALUES (@id, @resumeKey, @packHash, @spec, @scenarios, @source, @epochId, 'running', @meta)`,
+      ),
+      get: db.prepare<[string], RawEvaluation>("SELECT * FROM evaluations WHERE id = ?"),
+      resumable: db.prepare<[string], RawEvaluation>(
+        "SELECT * FROM evaluations WHERE resume_key = ? AND status = 'running' ORDER BY created_at DESC LIMIT 1",
+      ),
+      running: db.prepare<[], RawEvaluation>(
+        "SELECT * FROM evaluations WHERE status = 'running' ORDER BY created_at",
+      ),
+      recent: db.prepare<[number], RawEvaluation>(
+        "SELECT * FROM evaluations ORDER BY created_at DESC, rowid DESC LIMIT ?",
+      ),
+      finish: db.prepare(
+        `UPDATE evaluations SET status = @status, reason = @reason, verdict = @verdict, finished_at = ${NOW}
+         WHERE id = @id AND status = 'running'`,
+      ),
+      episodes: db.prepare<[string], RawEpisode>(
+        "SELECT * FROM episodes WHERE evaluation_id = ? ORDER BY scenario, attempt",
+      ),
+      startEpisode: db.prepare(
+        `INSERT INTO episodes (id, evaluation_id, scenario, attempt, status) VALUES (@id, @evaluationId, @scenario, @attempt, 'running')
+         ON CONFLICT(evaluation_id, scenario, attempt) DO UPDATE SET id = excluded.id, status = 'running', outcome = NULL,
+           started_at = ${NOW}, finished_at = NULL`,
+      ),
+      finishEpisode: db.prepare(
+        `UPDATE episodes SET status = @status, outcome = @outcome, quality = @quality, failure_class = @failureClass,
+           failure_code = @failureCode, cost_usd = @costUsd, finished_at = ${NOW} WHERE id = @id`,
+      ),
+      interrupt: db.prepare(
+        "UPDATE episodes SET status = 'interrupted' WHERE evaluation_id = ? AND status = 'running'",
+      ),
+    };
+  }
+
+  create(row: {
+    id: string;
+    resumeKey: string;
+    packHash: string;
+    spec: number;
+    scenarios: string[];
+    source: "local" | "epoch";
+    epochId?: string | null;
+    meta: Record<string, unknown>;
+  }): EvaluationRow {
+    this.s.insert.run({
+      ...row,
+      scenarios: JSON.stringify(row.scenarios),
+      epochId: row.epochId ?? null,
+      meta: JSON.stringify(row.meta),
+    });
+    return this.get(row.id)!;
+  }
+
+  get(id: string): EvaluationRow | undefined {
+    const r = this.s.get.get(id);
+    return r ? evaluationOf(r) : undefined;
+  }
+
+  findResumable(resumeKey: string): EvaluationRow | undefined {
+    const r = this.s.resumable.get(resumeKey);
+    return r ? evaluationOf(r) : undefined;
+  }
+
+  running(): EvaluationRow[] {
+    return this.s.running.all().map(evaluationOf);
+  }
+
+  recent(limit = 20): EvaluationRow[] {
+    return this.s.recent.all(limit).map(evaluationOf);
+  }
+
+  /** Ends an evaluation exactly once; false when it had already left 'running'. */
+  finish(
+    id: string,
+    status: Exclude<EvaluationStatus, "running">,
+    reason: string | null,
+    verdict: unknown,
+  ): boolean {
+    return (
+      this.s.finish.run({ id, status, reason, verdict: verdict === null ? null : JSON.stringify(verdict) })
+        .changes === 1
+    );
+  }
+
+  episodes(evaluationId: string): EpisodeRow[] {
+    return this.s.episodes.all(evaluationId).map(episodeOf);
+  }
+
+  startEpisode(e: { id: string; evaluationId: string; scenario: string; attempt: number }): void {
+    this.s.startEpisode.run(e);
+  }
+
+  finishEpisode(
+    id: string,
+    status: Exclude<EpisodeRowStatus, "running">,
+    outcome: {
+      quality?: number;
+      failure?: { class: string; code: string };
+      costUsd?: number;
+    } | null,
+  ): void {
+    this.s.finishEpisode.run({
+      id,
+      status,
+      outcome: outcome === null ? null : JSON.stringify(outcome),
+      quality: outcome?.quality ?? null,
+      failureClass: outcome?.failure?.class ?? null,
+      failureCode: outcome?.failure?.code ?? null,
+      costUsd: outcome?.costUsd ?? null,
+    });
+  }
+
+  /** On restart: episodes left 'running' by a dead process are re-run. */
+  interruptRunning(evaluationId: string): number {
+    return this.s.interrupt.run(evaluationId).changes;
+  }
+
+  transaction<T>(fn: () => T): T {
+    return this.db.transaction(fn)();
+  }
+}
