@@ -1,4 +1,14 @@
 export { type EvaluateOptions, evaluate, newEvaluationId, resumeKeyOf, SHUTDOWN } from "./evaluate.js";
+export {
+  fmtSecs,
+  fmtUsd,
+  type LeaderboardEntry,
+  leaderboard,
+  ProgressView,
+  table,
+  verdictTable,
+} from "./render.js";
+export { renderReport } from "./report.js";
 export type * from "./types.js";
 export {
   backoffMs,

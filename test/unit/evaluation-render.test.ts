@@ -1,0 +1,119 @@
+import { PassThrough } from "node:stream";
+import { describe, expect, it } from "vitest";
+import {
+  buildVerdict,
+  leaderboard,
+  ProgressView,
+  renderReport,
+  type Verdict,
+  verdictTable,
+} from "../../src/evaluation/index.js";
+
+function verdict(score: number[], usd: number[], models: string[]): Verdict {
+  return buildVerdict({
+    evaluationId: "ev",
+    packHash: "a".repeat(64),
+    spec: 900,
+    scenarios: score.map((q, k) => ({
+      scenario: `s${k}<x>`,
+      quality: q,
+      tests: 4,
+      passed: q * 4,
+      status: "scored",
+      costUsd: usd[k]!,
+      byModel: {
+        [models[k % models.length]!]: {
+          calls: 2,
+          costUsd: usd[k]!,
+          promptTokens: 10,
+          cachedTokens: 0,
+          completionTokens: 5,
+        },
+      },
+      attempts: 1,
+      episodeId: `e${k}`,
+      timings: { setupMs: 1, agentMs: 2, verifyMs: 3, totalMs: 6000 },
+    })),
+    provenance: {
+      priceTableHash: "b".repeat(64),
+      imageDigests: {},
+      validatorVersion: "0",
+      harness: { name: "h", version: "1" },
+      llm: { baseUrl: "x", simulated: true, defaultModel: "m" },
+      capUsd: 0.3,
+      concurrency: 1,
+    },
+    startedAt: "",
+    finishedAt: "",
+  });
+}
+
+describe("evaluation output", () => {
+  const strong = verdict([1, 1, 0.5], [0.1, 0.12, 0.2], ["kimi-k3"]);
+  const cheap = verdict([1, 0, 0.5], [0.01, 0.01, 0.02], ["glm-5.3-flash"]);
+  const cheapTie = verdict([1, 0, 0.5], [0.001, 0.001, 0.002], ["deepseek-v4.1-flash"]);
+
+  it("leaderboard orders by score, then by lower cost, and prints $ per session", () => {
+    const out = leaderboard([
+      { label: "cheap", verdict: cheap },
+      { label: "strong", verdict: strong },
+      { label: "cheapest", verdict: cheapTie },
+    ]);
+    const lines = out.split("\n").slice(2);
+    expect(lines.map((l) => l.split(/\s{2,}/)[1])).toEqual(["strong", "cheapest", "cheap"]);
+    expect(lines[0]).toContain("2.5000 / 3");
+    expect(lines[0]).toContain("$0.1400");
+  });
+
+  it("verdict table lists every scenario with its tests", () => {
+    const t = verdictTable(strong);
+    expect(t).toContain("score 2.5000");
+    expect(t).toMatch(/s2<x>\s+0\.5000\s+2\/4/);
+  });
+
+  it("the HTML report escapes names and draws one bar per scenario", () => {
+    const html = renderReport([
+      { label: "strong", verdict: strong },
+      { label: "cheap", verdict: cheap },
+    ]);
+    expect(html).toContain("s0&lt;x&gt;");
+    expect(html).not.toContain("s0<x>");
+    expect(html).toContain("Leaderboard");
+    expect((html.match(/class="track"/g) ?? []).length).toBe(6);
+    expect(html).toContain("kimi-k3");
+  });
+
+  it("progress view: plain lines when not a TTY, one per phase change", () => {
+    const s = new PassThrough();
+    let text = "";
+    s.on("data", (d) => (text += d));
+    const v = new ProgressView(s as unknown as NodeJS.WritableStream, false);
+    v.start("pack x", ["a", "b"]);
+    const ev = { evaluationId: "e", scenario: "a", attempt: 1, spentUsd: 0.01, capUsd: 0.3, elapsedMs: 1000 };
+    v.onEvent({ ...ev, phase: "running" });
+    v.onEvent({ ...ev, phase: "running", spentUsd: 0.02 });
+    v.onEvent({ ...ev, phase: "done", quality: 1 });
+    v.stop();
+    const lines = text.trim().split("\n");
+    expect(lines).toHaveLength(3);
+    expect(lines[2]).toContain("a: done");
+    expect(lines[2]).toContain("quality=1.0000");
+  });
+
+  it("progress view: the live block shows each scenario's phase and spend", () => {
+    const v = new ProgressView(new PassThrough() as unknown as NodeJS.WritableStream, false);
+    v.start("t", ["a", "b"]);
+    v.onEvent({
+      evaluationId: "e",
+      scenario: "b",
+      attempt: 2,
+      spentUsd: 0.15,
+      capUsd: 0.3,
+      elapsedMs: 0,
+      phase: "verifying",
+    });
+    const block = v.renderBlock();
+    expect(block[1]).toMatch(/a\s+queued/);
+    expect(block[2]).toMatch(/b\s+verifying \(try 2\).*\[#####\.\.\.\.\.\]\s+\$0\.1500/);
+  });
+});
