@@ -8,3 +8,18 @@ export {
 } from "./evaluations.js";
 export { KvRepo } from "./kv.js";
 export type { Migration } from "./migrations/index.js";
+export {
+  type CachedWinner,
+  type EnqueueVerdict,
+  type LogUpload,
+  type LogUploadKind,
+  LogUploadRepo,
+  type LogUploadState,
+  MARK,
+  PlatformMarksRepo,
+  type ScoredEpoch,
+  ScoredEpochRepo,
+  VerdictOutboxRepo,
+  WINNER_FALLBACK_TTL_MS,
+  WinnerCacheRepo,
+} from "./platform.js";

@@ -1,0 +1,82 @@
+/**
+ * The platform module's public face: the TrajectoryRL API client, message signing, pack fetching,
+ * the verdict outbox logic. Endpoints and their sources: ./README.md. Repositories live in
+ * src/store/platform.ts (exported from src/store). Signature verification (WASM crypto, for tests
+ * and tooling) is ./verify.js, deliberately not re-exported here.
+ */
+export {
+  buildScoreBody,
+  type CallOptions,
+  type CycleLogUpload,
+  classifyConflict,
+  DEFAULT_TIMEOUTS,
+  type EvalLogUpload,
+  MAX_LOG_ARCHIVE_BYTES,
+  PlatformClient,
+  type PlatformClientOptions,
+  type PlatformTimeouts,
+  type PostResult,
+  type ScoreOutcome,
+  scoreOutcomeOf,
+} from "./client.js";
+export { assessEpoch, type EpochDecision, LATEST_START_RATIO, stillCurrent } from "./epoch.js";
+export {
+  type BackoffPolicy,
+  backoffDelayMs,
+  DEFAULT_BACKOFF,
+  isDue,
+  isExpired,
+  type OutboxEntry,
+  type OutboxOutcome,
+  type OutboxState,
+  type OutboxTransition,
+  transitionAfter,
+} from "./outbox.js";
+export { type DeliveryDeps, type DeliveryReport, deliverDueVerdicts } from "./outbox-delivery.js";
+export {
+  type FetchPackOptions,
+  fetchPack,
+  MAX_PACK_REDIRECTS,
+  type ObtainedPack,
+  obtainPack,
+  PACK_FETCH_TIMEOUT_MS,
+  PackCache,
+} from "./pack-fetch.js";
+export {
+  type ChallengeEpoch,
+  type ChallengerVerdict,
+  COLD_START,
+  type EpochCurrent,
+  epochCurrentSchema,
+  type FinalizedEpoch,
+  type HeartbeatInfo,
+  type LogReceipt,
+  SCENARIO_STATES,
+  type ScenarioProgressEvent,
+  type ScenarioState,
+  type ScoreBody,
+  type ScoreReceipt,
+  type ScoreVerdict,
+  type SeatedWinner,
+  scoreBodySchema,
+  scoreVerdictSchema,
+  type Vote,
+  type WinnerCurrent,
+  winnerCurrentSchema,
+} from "./schemas.js";
+export {
+  challengeScoreMessage,
+  epochCurrentMessage,
+  heartbeatMessage,
+  logsMessage,
+  PREFIX,
+  type SignedFields,
+  type Signer,
+  type SigningPair,
+  type SignPrefix,
+  scenarioProgressMessage,
+  signedMessage,
+  signerFromPair,
+  signFields,
+  unixSeconds,
+} from "./signing.js";

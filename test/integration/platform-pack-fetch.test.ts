@@ -1,0 +1,233 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fetchPack, obtainPack, PackCache } from "../../src/platform/index.js";
+
+const fixtures = new URL("../fixtures/packs/", import.meta.url);
+const PACK = readFileSync(new URL("ivanov-tech__trajectoryrl-packs__20260516-36B.json", fixtures));
+const PACK_HASH = "1cf2caea1261c9322d7e16168404b39c58d8f145c11ab6990be47fbb02a6ddd4";
+const STREAM_TOTAL = 64 * 1024 * 1024;
+
+interface Loopback {
+  url: string;
+  server: Server;
+  sockets: Set<Socket>;
+  hits: Map<string, number>;
+  /** Bytes the streaming route had written when its connection closed. */
+  streamed: { written: number; closed: boolean };
+}
+
+/** A miner's pack host, on loopback, with the ways such hosts misbehave. */
+async function packHost(other?: () => string): Promise<Loopback> {
+  const hits = new Map<string, number>();
+  const streamed = { written: 0, closed: false };
+  const sockets = new Set<Socket>();
+  const redirect = (res: ServerResponse, status: number, to: string) => {
+    res.writeHead(status, { location: to });
+    res.end();
+  };
+  const server = createServer((req, res) => {
+    const path = req.url ?? "/";
+    hits.set(path, (hits.get(path) ?? 0) + 1);
+    const loop = /^\/loop\/(\d+)$/.exec(path);
+    if (path === "/pack.json") {
+      res.writeHead(200, { "content-type": "application/json", "content-length": PACK.length });
+      res.end(PACK);
+    } else if (path === "/r1") redirect(res, 302, "/r2");
+    else if (path === "/r2") redirect(res, 301, "/pack.json");
+    else if (path === "/cross" && other) redirect(res, 307, `${other()}/pack.json`);
+    else if (loop) redirect(res, 302, `/loop/${Number(loop[1]) + 1}`);
+    else if (path === "/declared-big") {
+      res.writeHead(200, { "content-length": 100_000 });
+      res.write(Buffer.alloc(1000, 0x20));
+      // …and never finish: the client must refuse on the header alone.
+    } else if (path === "/stream-big") {
+      // No content-length and 64 MiB on offer, written as fast as the reader takes it (backpressure
+      // respected): the client must stop reading at the cap and close the connection.
+      res.writeHead(200, { "content-type": "application/json" });
+      res.on("close", () => {
+        streamed.closed = true;
+      });
+      const chunk = Buffer.alloc(16 * 1024, 0x20);
+      const pump = () => {
+        while (!res.destroyed && streamed.written < STREAM_TOTAL) {
+          streamed.written += chunk.length;
+          if (!res.write(chunk)) return void res.once("drain", pump);
+        }
+        if (!res.destroyed) res.end();
+      };
+      pump();
+    } else if (path === "/exact-limit") {
+      const body = Buffer.alloc(64 * 1024, 0x20);
+      res.writeHead(200, { "content-length": body.length });
+      res.end(body);
+    } else if (path === "/slow") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.write("{");
+      // Headers and a byte arrive in time; the rest never does.
+    } else if (path === "/hang") {
+      // Nothing at all.
+    } else if (path === "/missing") {
+      res.writeHead(404);
+      res.end("not found");
+    } else if (path === "/broken") {
+      res.writeHead(503);
+      res.end("down");
+    } else if (path === "/no-location") {
+      res.writeHead(302);
+      res.end();
+    } else {
+      res.writeHead(404);
+      res.end();
+    }
+  });
+  server.on("connection", (s) => {
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    server,
+    sockets,
+    hits,
+    streamed,
+  };
+}
+
+let host: Loopback;
+let second: Loopback;
+let dir: string;
+
+beforeAll(async () => {
+  second = await packHost();
+  host = await packHost(() => second.url);
+  dir = mkdtempSync(join(tmpdir(), "pack-fetch-"));
+});
+afterAll(async () => {
+  for (const h of [host, second]) {
+    for (const s of h.sockets) s.destroy();
+    await new Promise<void>((r) => h.server.close(() => r()));
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("fetchPack limits (against hosts of our own on loopback)", () => {
+  it("returns the exact bytes of a pack", async () => {
+    const bytes = await fetchPack(`${host.url}/pack.json`);
+    expect(Buffer.from(bytes).equals(PACK)).toBe(true);
+  });
+
+  it("follows redirects, including to another origin", async () => {
+    expect(Buffer.from(await fetchPack(`${host.url}/r1`)).equals(PACK)).toBe(true);
+    expect(host.hits.get("/r2")).toBe(1);
+    const before = second.hits.get("/pack.json") ?? 0;
+    expect(Buffer.from(await fetchPack(`${host.url}/cross`)).equals(PACK)).toBe(true);
+    expect(second.hits.get("/pack.json")).toBe(before + 1);
+  });
+
+  it("stops after maxRedirects hops with pack_fetch_too_many_redirects", async () => {
+    await expect(fetchPack(`${host.url}/loop/0`, { maxRedirects: 3 })).rejects.toMatchObject({
+      code: "pack_fetch_too_many_redirects",
+      failureClass: "input",
+    });
+    expect(host.hits.get("/loop/3")).toBe(1);
+    expect(host.hits.get("/loop/4")).toBeUndefined();
+  });
+
+  it("accepts exactly 64 KiB; refuses a larger declared length without reading it", async () => {
+    expect((await fetchPack(`${host.url}/exact-limit`)).byteLength).toBe(64 * 1024);
+    const t0 = performance.now();
+    await expect(fetchPack(`${host.url}/declared-big`, { timeoutMs: 30_000 })).rejects.toMatchObject({
+      code: "pack_too_large",
+      failureClass: "input",
+    });
+    expect(performance.now() - t0).toBeLessThan(15_000);
+  });
+
+  it("stops reading an undeclared body at the cap (it does not download the rest)", async () => {
+    await expect(fetchPack(`${host.url}/stream-big`)).rejects.toMatchObject({ code: "pack_too_large" });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(host.streamed.closed).toBe(true);
+    // What was written is bounded by the socket buffers, far from the whole body.
+    expect(host.streamed.written).toBeLessThan(STREAM_TOTAL / 4);
+  });
+
+  it("times out on a host that stalls mid-body or never answers", async () => {
+    for (const path of ["/slow", "/hang"]) {
+      const t0 = performance.now();
+      await expect(fetchPack(`${host.url}${path}`, { timeoutMs: 300 })).rejects.toMatchObject({
+        code: "pack_fetch_timeout",
+        failureClass: "infra",
+      });
+      expect(performance.now() - t0).toBeLessThan(10_000);
+    }
+  });
+
+  it("non-200 answers and bad URLs", async () => {
+    await expect(fetchPack(`${host.url}/missing`)).rejects.toMatchObject({
+      code: "pack_fetch_failed",
+      retryable: false,
+    });
+    await expect(fetchPack(`${host.url}/broken`)).rejects.toMatchObject({
+      code: "pack_fetch_failed",
+      retryable: true,
+    });
+    await expect(fetchPack(`${host.url}/no-location`)).rejects.toMatchObject({ code: "pack_fetch_failed" });
+    await expect(fetchPack("file:///etc/passwd")).rejects.toMatchObject({ code: "pack_url_invalid" });
+    await expect(fetchPack("not a url")).rejects.toMatchObject({ code: "pack_url_invalid" });
+  });
+
+  it("the caller's abort is 'aborted', not a timeout", async () => {
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(), 100);
+    await expect(fetchPack(`${host.url}/hang`, { signal: ac.signal })).rejects.toMatchObject({
+      code: "aborted",
+    });
+  });
+});
+
+describe("obtainPack with the cache under DATA_DIR/packs", () => {
+  it("fetches and verifies once, then serves from the cache", async () => {
+    const cache = PackCache.forDataDir(dir);
+    expect(cache.dir).toBe(join(dir, "packs"));
+    const before = host.hits.get("/pack.json") ?? 0;
+    const first = await obtainPack(`${host.url}/pack.json`, PACK_HASH, { cache });
+    expect(first.fromCache).toBe(false);
+    expect(first.result.ok && first.result.pack.hash).toBe(PACK_HASH);
+    expect(readFileSync(cache.pathOf(PACK_HASH)).equals(PACK)).toBe(true);
+    const second = await obtainPack(`${host.url}/pack.json`, PACK_HASH.toUpperCase(), { cache });
+    expect(second.fromCache).toBe(true);
+    expect(second.result.ok).toBe(true);
+    expect(host.hits.get("/pack.json")).toBe(before + 1);
+  });
+
+  it("a pack that fails verification is returned as a rejection and never cached", async () => {
+    const cache = new PackCache(join(dir, "other"));
+    const wrong = "0".repeat(64);
+    const r = await obtainPack(`${host.url}/pack.json`, wrong, { cache });
+    expect(r.result.ok).toBe(false);
+    expect(!r.result.ok && r.result.rejection.code).toBe("pack_verify_failed");
+    expect(await cache.get(wrong)).toBeUndefined();
+  });
+
+  it("a cache file damaged on disk is discarded and the pack fetched again", async () => {
+    const cache = new PackCache(join(dir, "damaged"));
+    await cache.put(PACK_HASH, PACK);
+    writeFileSync(cache.pathOf(PACK_HASH), '{"schema_version": 1, "files": {"SKILL.md": "tampered"}}');
+    const before = host.hits.get("/pack.json") ?? 0;
+    const r = await obtainPack(`${host.url}/pack.json`, PACK_HASH, { cache });
+    expect(r.fromCache).toBe(false);
+    expect(r.result.ok).toBe(true);
+    expect(host.hits.get("/pack.json")).toBe(before + 1);
+    expect(readFileSync(cache.pathOf(PACK_HASH)).equals(PACK)).toBe(true);
+  });
+
+  it("cache paths are only ever <64 hex>.json", () => {
+    const cache = new PackCache(dir);
+    expect(() => cache.pathOf("../../etc/passwd")).toThrow(/64 hex/);
+  });
+});
