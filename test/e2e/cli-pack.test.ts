@@ -6,7 +6,10 @@ import { describe, expect, it } from "vitest";
 
 const root = new URL("../..", import.meta.url).pathname;
 const cli = (...args: string[]) =>
-  spawnSync(process.execPath, ["--import", "tsx", join(root, "src/cli.ts"), ...args], { encoding: "utf8", cwd: root });
+  spawnSync(process.execPath, ["--import", "tsx", join(root, "src/cli.ts"), ...args], {
+    encoding: "utf8",
+    cwd: root,
+  });
 
 describe("trajrl-validator pack (the CLI as an operator runs it)", () => {
   const tmp = mkdtempSync(join(tmpdir(), "cli-pack-"));
@@ -17,7 +20,11 @@ describe("trajrl-validator pack (the CLI as an operator runs it)", () => {
   };
 
   it("pack hash prints the fixture's published hash", () => {
-    const r = cli("pack", "hash", join(root, "test/fixtures/packs/ivanov-tech__trajectoryrl-packs__20260516-36B.json"));
+    const r = cli(
+      "pack",
+      "hash",
+      join(root, "test/fixtures/packs/ivanov-tech__trajectoryrl-packs__20260516-36B.json"),
+    );
     expect(r.status).toBe(0);
     expect(r.stdout.trim()).toBe("1cf2caea1261c9322d7e16168404b39c58d8f145c11ab6990be47fbb02a6ddd4");
   });
@@ -46,7 +53,9 @@ describe("trajrl-validator pack (the CLI as an operator runs it)", () => {
   it("a non-JSON file gets a clear message with the position", () => {
     const r = cli("pack", "validate", write("notjson.txt", "hello, I am not JSON\n"));
     expect(r.status).toBe(1);
-    expect(r.stderr).toMatch(/invalid_pack_structure: pack is not valid JSON: Expecting value: line 1 column 1/);
+    expect(r.stderr).toMatch(
+      /invalid_pack_structure: pack is not valid JSON: Expecting value: line 1 column 1/,
+    );
   });
 
   it("pack build then validate round-trips", () => {

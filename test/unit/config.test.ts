@@ -33,11 +33,14 @@ describe("config", () => {
 
   it("derives the chain endpoint from NETWORK unless set", () => {
     expect(loadConfig({ NETWORK: "local" }).chain.endpoint).toBe("ws://127.0.0.1:9944");
-    expect(loadConfig({ NETWORK: "test", SUBTENSOR_ENDPOINT: "ws://127.0.0.1:1" }).chain.endpoint).toBe("ws://127.0.0.1:1");
+    expect(loadConfig({ NETWORK: "test", SUBTENSOR_ENDPOINT: "ws://127.0.0.1:1" }).chain.endpoint).toBe(
+      "ws://127.0.0.1:1",
+    );
   });
 
   it("every variable is documented in .env.validator.example", () => {
     const example = readFileSync(new URL("../../.env.validator.example", import.meta.url), "utf8");
-    for (const name of Object.keys(ENV_SCHEMA)) expect(example, name).toMatch(new RegExp(`^#? ?${name}=`, "m"));
+    for (const name of Object.keys(ENV_SCHEMA))
+      expect(example, name).toMatch(new RegExp(`^#? ?${name}=`, "m"));
   });
 });
