@@ -13,8 +13,4 @@ export interface Migration {
  * Every migration, in order. Numbers are never reused or edited once released: add a new one.
  * Reserved ranges so parallel work does not collide: 002 meter, 003 evaluation, 004 chain, 005 platform/daemon.
  */
-export const MIGRATIONS: readonly Migration[] = [
-  m001Core,
-  m003Evaluations,
-  m005Platform,
-];
+export const MIGRATIONS: readonly Migration[] = [m001Core, m003Evaluations, m005Platform];
