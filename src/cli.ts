@@ -4,6 +4,7 @@
  * Errors caused by what the operator or a miner handed us are one line on stderr, exit 1.
  */
 import { Command, CommanderError } from "commander";
+import { registerEngySim } from "./cli/engy-sim.js";
 import { registerPack } from "./cli/pack.js";
 import { isAbortError, ValidatorError } from "./errors.js";
 import { VERSION } from "./version.js";
@@ -17,6 +18,7 @@ export function buildProgram(): Command {
     .showHelpAfterError()
     .exitOverride();
   registerPack(program);
+  registerEngySim(program);
   return program;
 }
 
