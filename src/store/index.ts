@@ -23,3 +23,10 @@ export {
   WINNER_FALLBACK_TTL_MS,
   WinnerCacheRepo,
 } from "./platform.js";
+export {
+  type WeightAttempt,
+  type WeightAttemptFinish,
+  type WeightAttemptOutcome,
+  type WeightAttemptStart,
+  WeightsRepo,
+} from "./weights.js";

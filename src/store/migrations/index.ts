@@ -1,6 +1,7 @@
 import type Database from "better-sqlite3";
 import { m001Core } from "./001-core.js";
 import { m003Evaluations } from "./003-evaluations.js";
+import { m004Weights } from "./004-weights.js";
 import { m005Platform } from "./005-platform.js";
 
 export interface Migration {
@@ -13,4 +14,4 @@ export interface Migration {
  * Every migration, in order. Numbers are never reused or edited once released: add a new one.
  * Reserved ranges so parallel work does not collide: 002 meter, 003 evaluation, 004 chain, 005 platform/daemon.
  */
-export const MIGRATIONS: readonly Migration[] = [m001Core, m003Evaluations, m005Platform];
+export const MIGRATIONS: readonly Migration[] = [m001Core, m003Evaluations, m004Weights, m005Platform];
