@@ -1,0 +1,214 @@
+/**
+ * The live state of this validator process: loop heartbeats, alarms, the current epoch, the
+ * running evaluation's per-scenario progress, recent meter calls and weight attempts.
+ * Producers (daemon loops, the evaluation, the meter) write here; the status page, /metrics,
+ * /healthz and `status` read it. In-memory only: what must survive a restart lives in SQLite.
+ */
+import { EventEmitter } from "node:events";
+import type { EvaluationEvent } from "../evaluation/types.js";
+
+export interface LoopState {
+  name: string;
+  /** Expected interval; a loop silent for 3× this is unhealthy. */
+  intervalMs: number;
+  lastTickAt?: number;
+  lastOkAt?: number;
+  lastError?: { code: string; message: string; at: number };
+  ticks: number;
+  failures: number;
+}
+
+export type AlarmSeverity = "warn" | "error";
+
+export interface Alarm {
+  code: string;
+  message: string;
+  severity: AlarmSeverity;
+  since: number;
+  lastSeen: number;
+  count: number;
+}
+
+export interface EpochView {
+  epochId: number;
+  challengerHotkey: string;
+  packHash: string;
+  specNumber: number | null;
+  decision: string;
+  seenAt: number;
+}
+
+export interface EvaluationView {
+  evaluationId: string;
+  packHash: string;
+  label: string;
+  epochId: number | null;
+  spec: number;
+  startedAt: number;
+  capUsd: number;
+  scenarios: Record<string, Omit<EvaluationEvent, "evaluationId" | "scenario">>;
+}
+
+export interface MeterCallEvent {
+  episodeId: string;
+  model: string;
+  status: number;
+  usd: number;
+  clamped: boolean;
+  refused?: "cap" | "allowlist";
+  promptTokens: number;
+  completionTokens: number;
+  ttfbMs?: number;
+}
+
+export interface WeightsEvent {
+  at: number;
+  outcome: string;
+  uids: number[];
+  weights: number[];
+  reason: string;
+  errorName?: string | null;
+  txHash?: string | null;
+  block?: number | null;
+}
+
+export interface EpisodeEndEvent {
+  scenario: string;
+  outcome: "scored" | "failed" | "retry" | "unresolved";
+  failureClass?: string;
+  failureCode?: string;
+}
+
+export interface LiveStatusEvents {
+  loop: [LoopState];
+  alarm: [Alarm | { code: string; cleared: true }];
+  epoch: [EpochView | null];
+  evaluation: [EvaluationView | null];
+  progress: [EvaluationEvent];
+  meterCall: [MeterCallEvent];
+  weights: [WeightsEvent];
+  episodeEnd: [EpisodeEndEvent];
+}
+
+export class LiveStatus extends EventEmitter<LiveStatusEvents> {
+  readonly startedAt = Date.now();
+  readonly loops = new Map<string, LoopState>();
+  readonly alarms = new Map<string, Alarm>();
+  epoch: EpochView | null = null;
+  evaluation: EvaluationView | null = null;
+  lastWeights: WeightsEvent | null = null;
+
+  constructor(private readonly now: () => number = Date.now) {
+    super();
+    this.setMaxListeners(50);
+  }
+
+  registerLoop(name: string, intervalMs: number): void {
+    if (!this.loops.has(name)) this.loops.set(name, { name, intervalMs, ticks: 0, failures: 0 });
+  }
+
+  /** A loop finished one tick; `error` when the tick failed. */
+  tick(name: string, error?: { code: string; message: string }): void {
+    const l = this.loops.get(name) ?? { name, intervalMs: 60_000, ticks: 0, failures: 0 };
+    const at = this.now();
+    l.lastTickAt = at;
+    l.ticks++;
+    if (error) {
+      l.failures++;
+      l.lastError = { ...error, at };
+    } else l.lastOkAt = at;
+    this.loops.set(name, l);
+    this.emit("loop", l);
+  }
+
+  /** Loops that have not ticked within 3× their interval (after a grace of one interval from start). */
+  staleLoops(): LoopState[] {
+    const t = this.now();
+    return [...this.loops.values()].filter((l) => {
+      const ref = l.lastTickAt ?? this.startedAt;
+      return t - ref > 3 * l.intervalMs + (l.lastTickAt === undefined ? l.intervalMs : 0);
+    });
+  }
+
+  raise(code: string, message: string, severity: AlarmSeverity = "warn"): void {
+    const t = this.now();
+    const prev = this.alarms.get(code);
+    const a: Alarm = prev
+      ? { ...prev, message, severity, lastSeen: t, count: prev.count + 1 }
+      : { code, message, severity, since: t, lastSeen: t, count: 1 };
+    this.alarms.set(code, a);
+    this.emit("alarm", a);
+  }
+
+  clear(code: string): void {
+    if (this.alarms.delete(code)) this.emit("alarm", { code, cleared: true });
+  }
+
+  setEpoch(e: EpochView | null): void {
+    this.epoch = e;
+    this.emit("epoch", e);
+  }
+
+  startEvaluation(v: Omit<EvaluationView, "scenarios" | "startedAt"> & { scenarios: string[] }): void {
+    const scenarios: EvaluationView["scenarios"] = {};
+    for (const s of v.scenarios)
+      scenarios[s] = { phase: "queued", attempt: 0, spentUsd: 0, capUsd: v.capUsd, elapsedMs: 0 };
+    this.evaluation = { ...v, scenarios, startedAt: this.now() };
+    this.emit("evaluation", this.evaluation);
+  }
+
+  /** Feed every EvaluationEvent of the running evaluation here. */
+  onProgress(e: EvaluationEvent): void {
+    if (
+      this.evaluation &&
+      this.evaluation.evaluationId !== e.evaluationId &&
+      this.evaluation.evaluationId !== ""
+    ) {
+      // An event of another evaluation (e.g. a resumed id): adopt it.
+      this.evaluation.evaluationId = e.evaluationId;
+    }
+    if (this.evaluation) {
+      const { evaluationId: _id, scenario, ...rest } = e;
+      this.evaluation.scenarios[scenario] = rest;
+    }
+    this.emit("progress", e);
+  }
+
+  endEvaluation(): void {
+    this.evaluation = null;
+    this.emit("evaluation", null);
+  }
+
+  meterCall(e: MeterCallEvent): void {
+    this.emit("meterCall", e);
+  }
+
+  episodeEnd(e: EpisodeEndEvent): void {
+    this.emit("episodeEnd", e);
+  }
+
+  weights(e: WeightsEvent): void {
+    this.lastWeights = e;
+    this.emit("weights", e);
+  }
+
+  snapshot(): {
+    startedAt: number;
+    now: number;
+    loops: LoopState[];
+    alarms: Alarm[];
+    epoch: EpochView | null;
+    evaluation: EvaluationView | null;
+    lastWeights: WeightsEvent | null;
+  } {
+    return {
+      startedAt: this.startedAt,
+      now: this.now(),
+      loops: [...this.loops.values()],
+      alarms: [...this.alarms.values()],
+      epoch: this.epoch,
+      evaluation: this.evaluation,
+      lastWeights: this.lastWeights,
+    };
+  }
+}
