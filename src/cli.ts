@@ -6,6 +6,7 @@
 import { Command, CommanderError } from "commander";
 import { registerEngySim } from "./cli/engy-sim.js";
 import { registerPack } from "./cli/pack.js";
+import { registerScenarios } from "./cli/scenarios.js";
 import { isAbortError, ValidatorError } from "./errors.js";
 import { VERSION } from "./version.js";
 
@@ -19,6 +20,7 @@ export function buildProgram(): Command {
     .exitOverride();
   registerPack(program);
   registerEngySim(program);
+  registerScenarios(program);
   return program;
 }
 

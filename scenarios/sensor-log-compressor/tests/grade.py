@@ -1,0 +1,158 @@
+"""Grader for sensor-log-compressor: hidden logs from a fixed seed plus odd inputs; compress and
+decompress run as separate processes of the agent user, and every file that user could have
+left behind is deleted between the two calls. Python 3 standard library only."""
+
+import lzma
+import os
+import random
+import shutil
+import stat
+
+from harness import AGENT_UID, IS_ROOT, Failure, Grader, expect, run, sweep_agent_processes
+from sensorgen import sensor_log
+
+DELIVERABLE = "/app/codec.py"
+SEED = 60_0601
+RATIO = 0.60
+SKIP = ("/proc", "/sys", "/tests", "/logs")
+
+
+def writable_places():
+    """Every directory the agent user could write to: world-writable ones and its own trees."""
+    places = []
+    for root, dirs, files in os.walk("/", topdown=True):
+        dirs[:] = [d for d in dirs if os.path.join(root, d) not in SKIP]
+        try:
+            st = os.lstat(root)
+        except OSError:
+            continue
+        if st.st_mode & stat.S_IWOTH or st.st_uid == AGENT_UID:
+            places.append(root)
+    return places
+
+
+def lock_down():
+    """Give agent-owned image files (e.g. /app) to root, so only world-writable dirs remain."""
+    if not IS_ROOT:
+        return []
+    for top in ("/app", "/workspace", "/home"):
+        for root, dirs, files in os.walk(top):
+            for n in [root] + [os.path.join(root, x) for x in dirs + files]:
+                try:
+                    if os.lstat(n).st_uid == AGENT_UID:
+                        os.lchown(n, 0, 0)
+                except OSError:
+                    pass
+    return [p for p in writable_places() if os.lstat(p).st_mode & stat.S_IWOTH]
+
+
+def scrub(places):
+    """Delete everything the agent user created since lock_down()."""
+    if not IS_ROOT:
+        return
+    sweep_agent_processes()
+    for place in places:
+        for root, dirs, files in os.walk(place, topdown=False):
+            for n in files + dirs:
+                p = os.path.join(root, n)
+                try:
+                    if os.lstat(p).st_uid == AGENT_UID:
+                        if os.path.isdir(p) and not os.path.islink(p):
+                            shutil.rmtree(p, ignore_errors=True)
+                        else:
+                            os.unlink(p)
+                except OSError:
+                    pass
+
+
+def roundtrip(state, name, data):
+    cache = state.setdefault("rt", {})
+    if name in cache:
+        result = cache[name]
+    else:
+        result = _roundtrip(state, data)
+        cache[name] = result
+    if isinstance(result, Failure):
+        raise result
+    return result
+
+
+def _roundtrip(state, data):
+    try:
+        packed = run(["python3", DELIVERABLE, "compress"], timeout=60, stdin_bytes=data)
+        expect(not packed.timed_out and packed.rc == 0, "compress " + packed.describe())
+        scrub(state["places"])
+        back = run(["python3", DELIVERABLE, "decompress"], timeout=60, stdin_bytes=packed.out)
+        expect(not back.timed_out and back.rc == 0, "decompress " + back.describe())
+        scrub(state["places"])
+        if back.out != data:
+            n = next((i for i, (a, b) in enumerate(zip(back.out, data)) if a != b), min(len(back.out), len(data)))
+            raise Failure("round trip differs at byte %d (%d bytes in, %d out)" % (n, len(data), len(back.out)))
+        return len(packed.out)
+    except Failure as e:
+        return e
+
+
+G = Grader("sensor-log-compressor")
+
+
+@G.setup
+def setup(state):
+    with open("/app/samples/sensors.csv", "rb") as f:
+        state["sample"] = f.read()
+    state["places"] = lock_down()
+    rng = random.Random(SEED)
+    state["A"] = sensor_log(rng, rows=20000, sensors=8, interval=5)
+    state["B"] = sensor_log(rng, rows=18000, sensors=13, interval=60, cold=True, quirks=True)
+    state["C"] = sensor_log(rng, rows=2500, sensors=3, interval=1, quirks=True)
+    crlf = sensor_log(rng, rows=300, sensors=4, interval=10).replace(b"\n", b"\r\n")
+    state["odd"] = {
+        "empty": b"",
+        "newline": b"\n",
+        "header only": b"ts,sensor,temp_c,humidity_pct,pressure_hpa,status",
+        "no final newline": sensor_log(rng, rows=200, sensors=2, interval=5).rstrip(b"\n"),
+        "crlf": crlf,
+        "binary": bytes(rng.randrange(256) for _ in range(40000)),
+        "near-misses": b"1,s01,-0.00,1.0,2.00,OK\n1,s01,00.10,1.0,2.00,OK\n1,s1,0.10,1.0,2.00,OK\n"
+        b"99999999999999999999,s01,1.00,1.0,1.00,OK\n1,s01,1.00,1.0,1.00,ok\n\xff\xfe,s01\n",
+    }
+
+
+@G.test("round trip is exact on the sample log")
+def t_sample(state):
+    roundtrip(state, "sample", state["sample"])
+
+
+@G.test("round trip is exact on three hidden logs")
+def t_hidden(state):
+    for name in ("A", "B", "C"):
+        roundtrip(state, name, state[name])
+
+
+@G.test("round trip is exact on empty, binary, CRLF and malformed inputs")
+def t_odd(state):
+    for name, data in state["odd"].items():
+        try:
+            roundtrip(state, "odd:" + name, data)
+        except Failure as e:
+            raise Failure("%s: %s" % (name, e))
+
+
+def ratio(state, name):
+    size = roundtrip(state, name, state[name])
+    xz = len(lzma.compress(state[name], preset=9))
+    expect(size <= RATIO * xz, "%d bytes is %.0f%% of xz -9 (%d); the limit is %.0f%%" % (size, 100.0 * size / xz, xz, RATIO * 100))
+
+
+@G.test("at most 60% of xz -9 on a hidden log")
+def t_ratio_a(state):
+    ratio(state, "A")
+
+
+@G.test("at most 60% of xz -9 on a hidden log with gaps, blanks and sub-zero readings")
+def t_ratio_b(state):
+    ratio(state, "B")
+
+
+if __name__ == "__main__":
+    raise SystemExit(G.main())

@@ -1,0 +1,195 @@
+/**
+ * The scenario catalogue: every folder of the scenarios directory (except those starting with
+ * "." or "_", which hold shared tooling) is one scenario in the Harbor / Terminal-Bench shape,
+ * plus specs.json. Loading validates everything up front, so an evaluation never starts on a
+ * half-broken catalogue; a problem is one clear error naming the file and the field.
+ */
+import { access, readdir, readFile, stat } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { InputError } from "../errors.js";
+import { scenarioDigest } from "./digest.js";
+import { parseSpecs, SPECS_FILE, type SpecSet, specNames } from "./specs.js";
+import { parseTaskToml, ScenarioError, type TaskSpec } from "./task.js";
+
+export const SCENARIO_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
+
+export interface ScenarioPaths {
+  taskToml: string;
+  instruction: string;
+  /** Docker build context of the scenario image. */
+  environment: string;
+  dockerfile: string;
+  /** Hidden tests, copied to /tests of the verifier only. */
+  tests: string;
+  testScript: string;
+  solution: string;
+  /** Reference solution (bash, run as the agent user with cwd /app); null when absent. */
+  solveScript: string | null;
+  /** A plausible half-solution (used by the Engy simulator); null when absent. */
+  partialScript: string | null;
+  /** The scenario's own design note; null when absent. */
+  design: string | null;
+}
+
+export interface Scenario {
+  readonly name: string;
+  /** Absolute path of scenarios/<name>. */
+  readonly dir: string;
+  readonly task: TaskSpec;
+  /** instruction.md's text (becomes /workspace/INSTRUCTION.md). */
+  readonly instruction: string;
+  readonly paths: ScenarioPaths;
+  /** sha256 (hex) over environment/, tests/ and task.toml: provenance of every score. */
+  readonly digest: string;
+}
+
+/** The scenarios in name order, with the directory they came from and its spec sets. */
+export interface Catalogue extends ReadonlyArray<Scenario> {
+  readonly dir: string;
+  readonly specs: SpecSet;
+  byName(name: string): Scenario | undefined;
+}
+
+async function exists(p: string): Promise<boolean> {
+  try {
+    await access(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function isDir(p: string): Promise<boolean> {
+  return (await stat(p).catch(() => undefined))?.isDirectory() ?? false;
+}
+
+async function requireFile(p: string, what: string): Promise<void> {
+  const st = await stat(p).catch(() => undefined);
+  if (!st?.isFile()) throw new ScenarioError("scenario_invalid", `${p}: missing (${what})`);
+}
+
+/** Load and validate one scenario folder. */
+export async function loadScenario(dir: string): Promise<Scenario> {
+  const abs = resolve(dir);
+  const name = abs.split("/").pop() ?? "";
+  if (!SCENARIO_NAME.test(name))
+    throw new ScenarioError(
+      "scenario_invalid",
+      `${abs}: the folder name must be lowercase letters, digits and '-' (it names a Docker image)`,
+    );
+  const paths: ScenarioPaths = {
+    taskToml: join(abs, "task.toml"),
+    instruction: join(abs, "instruction.md"),
+    environment: join(abs, "environment"),
+    dockerfile: join(abs, "environment", "Dockerfile"),
+    tests: join(abs, "tests"),
+    testScript: join(abs, "tests", "test.sh"),
+    solution: join(abs, "solution"),
+    solveScript: null,
+    partialScript: null,
+    design: null,
+  };
+  await requireFile(paths.taskToml, "the task definition");
+  await requireFile(paths.instruction, "what the agent is told");
+  await requireFile(paths.dockerfile, "the scenario image");
+  await requireFile(paths.testScript, "the hidden grader entry point");
+  const task = parseTaskToml(await readFile(paths.taskToml, "utf8"), paths.taskToml);
+  const instruction = await readFile(paths.instruction, "utf8");
+  if (instruction.trim() === "") throw new ScenarioError("scenario_invalid", `${paths.instruction}: empty`);
+  const solve = join(abs, "solution", "solve.sh");
+  const partial = join(abs, "solution", "partial.sh");
+  const design = join(abs, "DESIGN.md");
+  return {
+    name,
+    dir: abs,
+    task,
+    instruction,
+    paths: {
+      ...paths,
+      solveScript: (await exists(solve)) ? solve : null,
+      partialScript: (await exists(partial)) ? partial : null,
+      design: (await exists(design)) ? design : null,
+    },
+    digest: await scenarioDigest(abs),
+  };
+}
+
+/** Every scenario of `dir` plus its specs.json, validated. */
+export async function loadCatalogue(dir: string): Promise<Catalogue> {
+  const abs = resolve(dir);
+  let names: string[];
+  try {
+    names = await readdir(abs);
+  } catch (err) {
+    throw new InputError(
+      "scenarios_dir_unreadable",
+      `${abs}: cannot read the scenarios directory (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+    );
+  }
+  const folders: string[] = [];
+  for (const n of names.sort()) {
+    if (n.startsWith(".") || n.startsWith("_")) continue;
+    if (await isDir(join(abs, n))) folders.push(n);
+  }
+  const scenarios: Scenario[] = [];
+  for (const n of folders) scenarios.push(await loadScenario(join(abs, n)));
+  const specsPath = join(abs, SPECS_FILE);
+  let specsText: string;
+  try {
+    specsText = await readFile(specsPath, "utf8");
+  } catch {
+    throw new ScenarioError("specs_invalid", `${specsPath}: missing (spec number → scenario names)`);
+  }
+  const specs = parseSpecs(specsText, specsPath, new Set(scenarios.map((s) => s.name)));
+  return makeCatalogue(abs, scenarios, specs);
+}
+
+/** Wrap scenarios (sorted by name) as a Catalogue. */
+export function makeCatalogue(dir: string, scenarios: readonly Scenario[], specs: SpecSet): Catalogue {
+  const list = [...scenarios].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const index = new Map(list.map((s) => [s.name, s]));
+  return Object.freeze(
+    Object.assign(list, {
+      dir,
+      specs,
+      byName: (name: string) => index.get(name),
+    }),
+  ) as Catalogue;
+}
+
+export interface ResolvedSpec {
+  spec: number;
+  scenarios: Scenario[];
+}
+
+/**
+ * The scenarios of a spec, in the spec's order (`undefined` → the default spec). An unknown
+ * spec throws UnknownSpecError (code "unknown_spec"), which a caller may turn into "fall back
+ * to the default with a warning" (see resolveSpecOrDefault).
+ */
+export function resolveSpec(catalogue: Catalogue, specNumber: number | undefined): ResolvedSpec {
+  const { spec, names } = specNames(catalogue.specs, specNumber);
+  return { spec, scenarios: names.map((n) => catalogue.byName(n)!) };
+}
+
+/** resolveSpec, but an unknown spec runs the default and says so in `fellBackFrom`. */
+export function resolveSpecOrDefault(
+  catalogue: Catalogue,
+  specNumber: number | undefined,
+): ResolvedSpec & { fellBackFrom: number | undefined } {
+  if (specNumber !== undefined && !catalogue.specs.specs.has(specNumber))
+    return { ...resolveSpec(catalogue, undefined), fellBackFrom: specNumber };
+  return { ...resolveSpec(catalogue, specNumber), fellBackFrom: undefined };
+}
+
+/** Scenarios by name, in the order given (`scenarios check NAMES`); unknown → InputError. */
+export function selectScenarios(catalogue: Catalogue, names: readonly string[]): Scenario[] {
+  if (names.length === 0) return [...catalogue];
+  const unknown = names.filter((n) => !catalogue.byName(n));
+  if (unknown.length)
+    throw new InputError(
+      "unknown_scenario",
+      `unknown scenario ${unknown.join(", ")} (known: ${catalogue.map((s) => s.name).join(", ")})`,
+    );
+  return [...new Set(names)].map((n) => catalogue.byName(n)!);
+}
