@@ -5,6 +5,7 @@
  */
 import { Command, CommanderError } from "commander";
 import { registerEngySim } from "./cli/engy-sim.js";
+import { registerMeter } from "./cli/meter.js";
 import { registerPack } from "./cli/pack.js";
 import { registerScenarios } from "./cli/scenarios.js";
 import { isAbortError, ValidatorError } from "./errors.js";
@@ -21,6 +22,7 @@ export function buildProgram(): Command {
   registerPack(program);
   registerEngySim(program);
   registerScenarios(program);
+  registerMeter(program);
   return program;
 }
 

@@ -185,3 +185,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     status: { host: e.STATUS_HOST, port: e.STATUS_PORT },
   };
 }
+
+/** An environment variable named at run time (`policy serve --token-env NAME`); empty → undefined. */
+export function namedEnv(
+  name: string,
+  env: Record<string, string | undefined> = process.env,
+): string | undefined {
+  const v = env[name]?.trim();
+  return v === undefined || v === "" ? undefined : v;
+}

@@ -23,6 +23,7 @@ export {
   WINNER_FALLBACK_TTL_MS,
   WinnerCacheRepo,
 } from "./platform.js";
+export { ReceiptRepo } from "./receipts.js";
 export {
   type WeightAttempt,
   type WeightAttemptFinish,

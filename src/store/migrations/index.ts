@@ -1,5 +1,6 @@
 import type Database from "better-sqlite3";
 import { m001Core } from "./001-core.js";
+import { m002Receipts } from "./002-receipts.js";
 import { m003Evaluations } from "./003-evaluations.js";
 import { m004Weights } from "./004-weights.js";
 import { m005Platform } from "./005-platform.js";
@@ -14,4 +15,10 @@ export interface Migration {
  * Every migration, in order. Numbers are never reused or edited once released: add a new one.
  * Reserved ranges so parallel work does not collide: 002 meter, 003 evaluation, 004 chain, 005 platform/daemon.
  */
-export const MIGRATIONS: readonly Migration[] = [m001Core, m003Evaluations, m004Weights, m005Platform];
+export const MIGRATIONS: readonly Migration[] = [
+  m001Core,
+  m002Receipts,
+  m003Evaluations,
+  m004Weights,
+  m005Platform,
+];

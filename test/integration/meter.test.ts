@@ -1,0 +1,609 @@
+/**
+ * The meter against a real OpenAI-shaped upstream on loopback, real sockets, real SQLite.
+ */
+import { mkdtempSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import OpenAI from "openai";
+import { Agent, request } from "undici";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { estimatePromptTokens } from "../../src/meter/estimate.js";
+import {
+  type Listener,
+  loadAllowlist,
+  loadPriceTable,
+  Meter,
+  type MeterOptions,
+  type Receipt,
+} from "../../src/meter/index.js";
+import { openDb, ReceiptRepo } from "../../src/store/index.js";
+import { startTestUpstream, type TestUpstream } from "../helpers/meter-upstream.js";
+
+const allowlist = loadAllowlist();
+const prices = loadPriceTable();
+const OPERATOR_KEY = "sk-operator-secret";
+// kimi-k3, pico-dollars per token
+const P = 1_950_000n;
+const C = 9_750_000n;
+const CR = 195_000n;
+
+const dispatcher = new Agent({ connections: 200 });
+
+interface Harness {
+  up: TestUpstream;
+  meter: Meter;
+  listener: Listener;
+  base: string;
+  dbPath: string;
+}
+
+async function harness(extra: Partial<MeterOptions> = {}, upKey: string = OPERATOR_KEY): Promise<Harness> {
+  const up = await startTestUpstream({ apiKey: upKey });
+  const dbPath = join(mkdtempSync(join(tmpdir(), "meter-it-")), "v.sqlite");
+  const meter = new Meter({
+    upstreamUrl: up.url,
+    apiKey: OPERATOR_KEY,
+    allowlist,
+    prices,
+    receipts: new ReceiptRepo(openDb(dbPath)),
+    retry: { baseDelayMs: 5, maxDelayMs: 20, maxRetries: 3 },
+    receiptFlushMs: 10,
+    upstreamTimeoutMs: 5_000,
+    ...extra,
+  });
+  const listener = await meter.listen("127.0.0.1", 0);
+  return { up, meter, listener, base: `http://127.0.0.1:${listener.port}/v1`, dbPath };
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: response JSON is inspected loosely in assertions
+type Json = Record<string, any>;
+
+async function post(base: string, token: string | null, body: unknown, signal?: AbortSignal) {
+  const r = await request(`${base}/chat/completions`, {
+    method: "POST",
+    dispatcher,
+    headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify(body),
+    signal,
+  });
+  const chunks: Buffer[] = [];
+  for await (const c of r.body) chunks.push(c as Buffer);
+  const bytes = Buffer.concat(chunks);
+  return {
+    status: r.statusCode,
+    headers: r.headers,
+    bytes,
+    json: () => JSON.parse(bytes.toString("utf8")) as Json,
+  };
+}
+
+async function postRaw(base: string, token: string, text: string) {
+  const r = await request(`${base}/chat/completions`, {
+    method: "POST",
+    dispatcher,
+    headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+    body: text,
+  });
+  await r.body.dump();
+  return { status: r.statusCode };
+}
+
+async function get(base: string, path: string, token: string | null) {
+  const r = await request(`${base}${path}`, {
+    dispatcher,
+    headers: token ? { authorization: `Bearer ${token}` } : {},
+  });
+  return { status: r.statusCode, headers: r.headers, json: (await r.body.json()) as Json };
+}
+
+const msgs = (text = "hello") => [{ role: "user", content: text }];
+const remainingHeader = (h: Record<string, unknown>) => Number(h["x-trajrl-budget-remaining-usd"]);
+
+/** Drop the usage-only event (choices: []) from an SSE byte stream. */
+function withoutUsageEvent(bytes: Buffer, nl = "\n"): Buffer {
+  const sep = `${nl}${nl}`;
+  const parts = bytes.toString("utf8").split(sep);
+  return Buffer.from(parts.filter((p) => !(p.includes('"choices":[]') && p.includes('"usage"'))).join(sep));
+}
+
+let h: Harness;
+afterEach(async () => {
+  await h?.meter.stop();
+  await h?.up.close();
+});
+
+describe("meter: routes, auth and allowlist", () => {
+  beforeEach(async () => {
+    h = await harness();
+  });
+
+  it("serves health, the allowlist as an OpenAI model list, and 401s unknown or closed tokens", async () => {
+    const health = await get(h.base.replace("/v1", ""), "/health", null);
+    expect(health.status).toBe(200);
+    expect(health.json.ok).toBe(true);
+    const models = await get(h.base, "/models", null);
+    expect(models.json.object).toBe("list");
+    expect(models.json.data.map((m: { id: string }) => m.id)).toEqual(allowlist.models);
+    expect(models.headers["x-trajrl-budget-remaining-usd"]).toBe("0.000000");
+
+    const unknown = await post(h.base, "ep-nope", { model: "kimi-k3", messages: msgs() });
+    expect(unknown.status).toBe(401);
+    expect(unknown.json().error.type).toBe("auth");
+    expect(unknown.headers["x-trajrl-budget-remaining-usd"]).toBe("0.000000");
+    expect((await post(h.base, null, { model: "kimi-k3", messages: msgs() })).status).toBe(401);
+    expect((await get(h.base, "/budget", "ep-nope")).status).toBe(401);
+
+    const token = h.meter.mint("ep-auth", 0.3);
+    expect(token).toMatch(/^ep-[A-Za-z0-9_-]{32}$/);
+    expect((await post(h.base, token, { model: "kimi-k3", messages: msgs() })).status).toBe(200);
+    const summary = h.meter.close(token);
+    expect(summary.calls).toBe(1);
+    expect((await post(h.base, token, { model: "kimi-k3", messages: msgs() })).status).toBe(401);
+    expect(h.up.hits).toBe(1);
+  });
+
+  it("refuses a model outside the allowlist with 400 type allowlist and no upstream call", async () => {
+    const token = h.meter.mint("ep-allow", 0.3);
+    const r = await post(h.base, token, { model: "gpt-4o", messages: msgs() });
+    expect(r.status).toBe(400);
+    expect(r.json().error).toMatchObject({ type: "allowlist", code: "model_not_allowed" });
+    expect(r.headers["x-trajrl-budget-remaining-usd"]).toBe("0.300000");
+    const bad = await post(h.base, token, { model: "kimi-k3", messages: msgs(), max_tokens: -3 });
+    expect(bad.status).toBe(400);
+    expect(bad.json().error.type).toBe("invalid_request_error");
+    expect(h.up.hits).toBe(0);
+    const s = h.meter.summary(token);
+    expect(s).toMatchObject({ refused_model: 1, calls: 0, errors: 1, cost_usd: 0 });
+    expect(h.meter.receiptsFor("ep-allow").map((r) => [r.status, r.error_code])).toEqual([
+      [400, "model_not_allowed"],
+      [400, "invalid_request"],
+    ]);
+  });
+});
+
+describe("meter: reservation, clamp, cap", () => {
+  beforeEach(async () => {
+    h = await harness();
+  });
+
+  it("forwards with the operator's key, settles on provider usage, returns upstream bytes unchanged", async () => {
+    const token = h.meter.mint("ep-basic", 0.3);
+    const body = { model: "kimi-k3", messages: msgs("count to three"), max_tokens: 300, temperature: 0 };
+    const r = await post(h.base, token, body);
+    expect(r.status).toBe(200);
+    expect(r.bytes.equals(h.up.sent[0]!)).toBe(true);
+    const fwd = h.up.received[0]!;
+    expect(fwd.authorization).toBe(`Bearer ${OPERATOR_KEY}`);
+    expect(fwd.body).toEqual({ ...body, max_tokens: 300 });
+
+    // default test usage: 50 prompt (10 cached), 10 completion
+    const cost = 40n * P + 10n * CR + 10n * C;
+    expect(remainingHeader(r.headers)).toBe(
+      Number(((300_000_000_000n - cost) / 1_000_000n).toString()) / 1e6,
+    );
+    const [rec] = h.meter.receiptsFor("ep-basic") as [Receipt];
+    expect(rec).toMatchObject({
+      seq: 1,
+      model: "kimi-k3",
+      status: 200,
+      upstream_status: 200,
+      stream: false,
+      prompt_tokens: 50,
+      cached_tokens: 10,
+      completion_tokens: 10,
+      usd_pico: cost.toString(),
+      max_tokens: 300,
+      clamped: false,
+      retries: 0,
+      request_id: "req-1",
+      finish_reason: "stop",
+      truncated: false,
+      usage_estimated: false,
+      error_code: null,
+    });
+    expect(rec.content_sha).toMatch(/^[0-9a-f]{16}$/);
+    expect(BigInt(rec.reserved_pico)).toBe(BigInt(estimatePromptTokens(body)) * P + 300n * C);
+    expect(rec.ttfb_ms).toBeGreaterThan(0);
+
+    const budget = await get(h.base, "/budget", token);
+    expect(budget.json).toEqual({
+      cap_usd: 0.3,
+      spent_usd: Number(cost) / 1e12,
+      reserved_usd: 0,
+      remaining_usd: Number(300_000_000_000n - cost) / 1e12,
+    });
+    const act = h.meter.lastActivity(token);
+    expect(act.calls).toBe(1);
+    expect(act.lastCompletedAt).toBeGreaterThan(act.startedAt);
+    expect(h.meter.summary(token).by_model["kimi-k3"]).toEqual({
+      calls: 1,
+      cost_usd: Number(cost) / 1e12,
+      prompt_tokens: 50,
+      cached_tokens: 10,
+      completion_tokens: 10,
+    });
+  });
+
+  it("forwards the client's bytes minus the rewritten knobs; the client's formatting does not move the estimate", async () => {
+    const token = h.meter.mint("ep-raw", 0.3);
+    // As Python's json.dumps writes it: spaces after separators, non-ASCII escaped.
+    const text =
+      '{"model": "kimi-k3", "messages": [{"role": "user", "content": "caf\\u00e9 \\u65e5\\u672c"}], "max_tokens": 100, "temperature": 0.5}';
+    const r = await postRaw(h.base, token, text);
+    expect(r.status).toBe(200);
+    expect(h.up.received[0]!.raw).toBe(
+      '{"max_tokens":100,"model": "kimi-k3","messages": [{"role": "user", "content": "caf\\u00e9 \\u65e5\\u672c"}],"temperature": 0.5}',
+    );
+    const compact = JSON.parse(text) as Record<string, unknown>;
+    expect(BigInt(h.meter.receiptsFor("ep-raw")[0]!.reserved_pico)).toBe(
+      BigInt(estimatePromptTokens(compact)) * P + 100n * C,
+    );
+    // A repeated top-level key: the provider must see the same model the meter priced.
+    await postRaw(h.base, token, '{"model":"glm-5.2","messages":[],"model":"kimi-k3"}');
+    expect(h.up.received[1]!.raw.match(/"model"/g)).toHaveLength(1);
+    expect(h.up.received[1]!.body.model).toBe("kimi-k3");
+  });
+
+  it("clamps max_tokens to the largest that fits, and refuses with 402 (no upstream call) under 64", async () => {
+    const body = { model: "kimi-k3", messages: msgs("x".repeat(600)) };
+    const promptCost = BigInt(estimatePromptTokens(body)) * P;
+    const capPico = promptCost + 1000n * C + C / 2n; // room for 1000.5 completion tokens
+    const token = h.meter.mint("ep-clamp", Number(capPico) / 1e12);
+    h.up.answer = { content: "ok", usage: { prompt_tokens: 1, completion_tokens: 0 } };
+    const r = await post(h.base, token, body);
+    expect(r.status).toBe(200);
+    expect(h.up.received[0]!.body.max_tokens).toBe(1000);
+    expect(h.meter.summary(token).clamped).toBe(1);
+    expect(h.meter.receiptsFor("ep-clamp")[0]).toMatchObject({ clamped: true, max_tokens: 1000 });
+
+    const tiny = h.meter.mint("ep-402", Number(promptCost + 63n * C) / 1e12);
+    const refused = await post(h.base, tiny, { ...body, max_tokens: 10 });
+    expect(refused.status).toBe(402);
+    expect(refused.json().error).toMatchObject({ type: "cap", code: "cap_exceeded" });
+    expect(refused.headers["x-trajrl-budget-remaining-usd"]).toBeDefined();
+    expect(h.up.hits).toBe(1);
+    expect(h.meter.summary(tiny)).toMatchObject({ refused_cap: 1, calls: 0, cost_usd: 0 });
+  });
+
+  it("a call that bills more than its reservation books overshoot and closes the episode", async () => {
+    const token = h.meter.mint("ep-over", 0.3);
+    h.up.answer = { content: "big", usage: { prompt_tokens: 100_000, completion_tokens: 5 } };
+    const r = await post(h.base, token, { model: "kimi-k3", messages: msgs(), max_tokens: 100 });
+    expect(r.status).toBe(200);
+    const s = h.meter.summary(token);
+    expect(s.closed_by_overshoot).toBe(true);
+    expect(s.overshoot_usd).toBeGreaterThan(0);
+    expect(s.cost_usd).toBeCloseTo((100_000 * 1.95 + 5 * 9.75) / 1e6, 12);
+    expect(s.cost_usd).toBeLessThanOrEqual(0.3 + s.overshoot_usd);
+    const next = await post(h.base, token, { model: "kimi-k3", messages: msgs(), max_tokens: 100 });
+    expect(next.status).toBe(402);
+    expect(next.json().error).toMatchObject({ type: "cap", code: "episode_closed_overshoot" });
+    expect(h.up.hits).toBe(1);
+  });
+
+  it("100 concurrent calls near the cap never spend more than the cap", async () => {
+    // ten worst cases (~$0.00199 each) fit, then room for a clamped ~110-token call
+    const capUsd = 0.021;
+    const token = h.meter.mint("ep-100", capUsd);
+    // Worst case billed: every call uses its whole max_tokens; the calls overlap in flight.
+    h.up.answer = {
+      content: "x",
+      delayMs: 30,
+      usage: (req) => ({ prompt_tokens: 20, completion_tokens: Number(req.max_tokens), cached_tokens: 0 }),
+    };
+    const results = await Promise.all(
+      Array.from({ length: 100 }, (_, k) =>
+        post(h.base, token, { model: "kimi-k3", messages: msgs(`call ${k}`), max_tokens: 200 }),
+      ),
+    );
+    const ok = results.filter((r) => r.status === 200).length;
+    const refused = results.filter((r) => r.status === 402).length;
+    expect(ok + refused).toBe(100);
+    expect(ok).toBeGreaterThan(0);
+    expect(refused).toBeGreaterThan(0);
+    expect(h.up.hits).toBe(ok);
+    const s = h.meter.summary(token);
+    expect(s.overshoot_usd).toBe(0);
+    expect(s.reserved_usd).toBe(0);
+    expect(s.cost_usd).toBeLessThanOrEqual(capUsd);
+    expect(s.clamped).toBeGreaterThan(0);
+    const receipts = h.meter.receiptsFor("ep-100");
+    expect(receipts).toHaveLength(100);
+    expect(receipts.map((r) => r.seq)).toEqual(Array.from({ length: 100 }, (_, k) => k + 1));
+    const total = receipts.reduce((a, r) => a + BigInt(r.usd_pico), 0n);
+    expect(total <= 21_000_000_000n).toBe(true);
+    expect(Number(total) / 1e12).toBe(s.cost_usd);
+  });
+});
+
+describe("meter: streaming", () => {
+  beforeEach(async () => {
+    h = await harness();
+  });
+
+  it("passes the stream through byte-identical apart from the injected usage chunk", async () => {
+    const token = h.meter.mint("ep-stream", 0.3);
+    h.up.answer = { content: "one two three four", comments: true };
+    const r = await post(h.base, token, {
+      model: "glm-5.3-flash",
+      messages: msgs(),
+      stream: true,
+      max_tokens: 50,
+    });
+    expect(r.status).toBe(200);
+    expect(r.headers["content-type"]).toMatch(/^text\/event-stream/);
+    expect(h.up.received[0]!.body.stream_options).toEqual({ include_usage: true });
+    const upstreamBytes = h.up.sent[0]!;
+    expect(upstreamBytes.toString()).toContain('"choices":[]');
+    expect(r.bytes.equals(withoutUsageEvent(upstreamBytes))).toBe(true);
+    expect(r.bytes.toString()).not.toContain('"usage"');
+    const [rec] = h.meter.receiptsFor("ep-stream") as [Receipt];
+    expect(rec).toMatchObject({
+      stream: true,
+      prompt_tokens: 50,
+      completion_tokens: 10,
+      truncated: false,
+      error_code: null,
+    });
+    expect(rec.request_id).toBe("req-1");
+  });
+
+  it("keeps upstream connections alive across calls, streamed or not", async () => {
+    const token = h.meter.mint("ep-keepalive", 0.3);
+    for (let k = 0; k < 20; k++) {
+      const r = await post(h.base, token, { model: "glm-5.3-flash", messages: msgs(), stream: k % 2 === 0 });
+      expect(r.status).toBe(200);
+    }
+    expect(h.up.connections).toBe(1);
+  });
+
+  it("CRLF streams, and clients that asked for usage get every byte", async () => {
+    const token = h.meter.mint("ep-crlf", 0.3);
+    h.up.answer = { content: "alpha beta", crlf: true, comments: true };
+    const stripped = await post(h.base, token, { model: "glm-5.3-flash", messages: msgs(), stream: true });
+    expect(stripped.bytes.equals(withoutUsageEvent(h.up.sent[0]!, "\r\n"))).toBe(true);
+    const asked = await post(h.base, token, {
+      model: "glm-5.3-flash",
+      messages: msgs(),
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    expect(asked.bytes.equals(h.up.sent[1]!)).toBe(true);
+    h.up.answer = { content: "gamma", usageInFinishChunk: true };
+    const inline = await post(h.base, token, { model: "glm-5.3-flash", messages: msgs(), stream: true });
+    expect(inline.bytes.equals(h.up.sent[2]!)).toBe(true);
+    const receipts = h.meter.receiptsFor("ep-crlf");
+    expect(receipts.every((r) => r.completion_tokens === 10 && !r.usage_estimated)).toBe(true);
+  });
+
+  it("streamed tool calls get the same fingerprint as the same answer non-streamed", async () => {
+    const token = h.meter.mint("ep-tools", 0.3);
+    h.up.answer = { toolCalls: [{ name: "terminal", arguments: '{"command": "ls -la /app"}' }] };
+    await post(h.base, token, { model: "qwen3.8-27b", messages: msgs(), stream: true });
+    await post(h.base, token, { model: "qwen3.8-27b", messages: msgs() });
+    const [a, b] = h.meter.receiptsFor("ep-tools") as [Receipt, Receipt];
+    expect(a.tool_sha).toMatch(/^[0-9a-f]{16}$/);
+    expect(a.tool_sha).toBe(b.tool_sha);
+    expect(a.tool_calls).toBe(1);
+    expect(a.finish_reason).toBe("tool_calls");
+  });
+
+  it("a cut stream is passed on as a cut, settled on what is known and marked truncated", async () => {
+    const token = h.meter.mint("ep-cut", 0.3);
+    h.up.answer = { content: "a b c d e f g" };
+    h.up.faults.push({ kind: "cut", afterEvents: 4 });
+    await expect(
+      post(h.base, token, { model: "kimi-k3", messages: msgs(), stream: true, max_tokens: 100 }),
+    ).rejects.toThrow();
+    await new Promise((r) => setTimeout(r, 50));
+    const [rec] = h.meter.receiptsFor("ep-cut") as [Receipt];
+    expect(rec).toMatchObject({
+      status: 200,
+      truncated: true,
+      usage_estimated: true,
+      error_code: "upstream_cut",
+    });
+    expect(BigInt(rec.usd_pico) > 0n).toBe(true);
+    expect(BigInt(rec.usd_pico) <= BigInt(rec.reserved_pico)).toBe(true);
+    const s = h.meter.summary(token);
+    expect(s.reserved_usd).toBe(0);
+    expect(s.errors).toBe(1);
+    expect(s.closed_by_overshoot).toBe(false);
+  });
+
+  it("a mid-stream error object passes through and is recorded; a stream without usage is estimated", async () => {
+    const token = h.meter.mint("ep-mid", 0.3);
+    h.up.answer = { content: "a b c d" };
+    h.up.faults.push({ kind: "mid_error", afterEvents: 3 });
+    const r = await post(h.base, token, { model: "kimi-k3", messages: msgs(), stream: true });
+    expect(r.bytes.toString()).toContain('"model crashed"');
+    expect(r.bytes.equals(h.up.sent[0]!)).toBe(true);
+    h.up.faults.push({ kind: "no_usage" });
+    const r2 = await post(h.base, token, { model: "kimi-k3", messages: msgs(), stream: true });
+    expect(r2.bytes.equals(h.up.sent[1]!)).toBe(true);
+    const [a, b] = h.meter.receiptsFor("ep-mid") as [Receipt, Receipt];
+    expect(a).toMatchObject({ error_code: "upstream_stream_error", truncated: true, usage_estimated: true });
+    expect(b).toMatchObject({ error_code: "no_usage", truncated: false, usage_estimated: true });
+  });
+});
+
+describe("meter: upstream faults", () => {
+  beforeEach(async () => {
+    h = await harness();
+  });
+
+  it("retries 429 and 503 with backoff, honouring Retry-After, before any byte reached the client", async () => {
+    const token = h.meter.mint("ep-retry", 0.3);
+    h.up.faults.push({ kind: "status", status: 429, retryAfter: "0.2" }, { kind: "status", status: 503 });
+    const t = performance.now();
+    const r = await post(h.base, token, { model: "kimi-k3", messages: msgs() });
+    expect(r.status).toBe(200);
+    expect(performance.now() - t).toBeGreaterThanOrEqual(195);
+    expect(h.up.hits).toBe(3);
+    expect(h.meter.receiptsFor("ep-retry")[0]).toMatchObject({ status: 200, retries: 2 });
+
+    // An overload error as the first stream event is retried the same way.
+    h.up.faults.push({ kind: "first_event_error" });
+    const s = await post(h.base, token, { model: "kimi-k3", messages: msgs(), stream: true });
+    expect(s.bytes.toString()).not.toContain("concurrency");
+    expect(s.bytes.toString()).toContain("[DONE]");
+    expect(h.meter.receiptsFor("ep-retry")[1]).toMatchObject({ status: 200, retries: 1, stream: true });
+  });
+
+  it("gives up after the bounded retries and passes the error through OpenAI-shaped, unbilled", async () => {
+    const token = h.meter.mint("ep-giveup", 0.3);
+    for (let k = 0; k < 4; k++) h.up.faults.push({ kind: "status", status: 503 });
+    const r = await post(h.base, token, { model: "kimi-k3", messages: msgs() });
+    expect(r.status).toBe(503);
+    expect(r.json().error.message).toBe("fault 503");
+    expect(h.up.hits).toBe(4);
+    h.up.faults.push({ kind: "status", status: 400, body: "plain text failure" });
+    const bad = await post(h.base, token, { model: "kimi-k3", messages: msgs() });
+    expect(bad.status).toBe(400);
+    expect(bad.json().error).toMatchObject({
+      message: "plain text failure",
+      type: "upstream_error",
+      code: "upstream_400",
+    });
+    expect(bad.headers["x-trajrl-budget-remaining-usd"]).toBe("0.300000");
+    expect(h.meter.summary(token)).toMatchObject({ calls: 2, errors: 2, cost_usd: 0, reserved_usd: 0 });
+  });
+
+  it("a client that disconnects aborts the upstream call and releases its reservation", async () => {
+    const token = h.meter.mint("ep-gone", 0.3);
+    h.up.faults.push({ kind: "hang" });
+    const ac = new AbortController();
+    const p = post(h.base, token, { model: "kimi-k3", messages: msgs() }, ac.signal);
+    await waitFor(() => h.up.hits === 1);
+    expect(h.meter.summary(token).reserved_usd).toBeGreaterThan(0);
+    ac.abort();
+    await expect(p).rejects.toThrow();
+    await waitFor(() => h.up.received[0]!.aborted);
+    await waitFor(() => h.meter.receiptsFor("ep-gone").length === 1);
+    expect(h.meter.receiptsFor("ep-gone")[0]).toMatchObject({
+      error_code: "client_disconnected",
+      usd_pico: "0",
+    });
+    expect(h.meter.summary(token).reserved_usd).toBe(0);
+  });
+
+  it("close() aborts the episode's calls in flight and nothing more is billed", async () => {
+    const token = h.meter.mint("ep-closing", 0.3);
+    h.up.faults.push({ kind: "hang" });
+    const p = post(h.base, token, { model: "kimi-k3", messages: msgs() });
+    await waitFor(() => h.up.hits === 1);
+    const summary = h.meter.close(token);
+    expect(summary.reserved_usd).toBeGreaterThan(0);
+    const r = await p;
+    expect(r.status).toBe(503);
+    expect(r.json().error.code).toBe("episode_closed");
+    await waitFor(() => h.up.received[0]!.aborted);
+    expect(h.meter.summary(token)).toMatchObject({ reserved_usd: 0, cost_usd: 0, errors: 1 });
+    expect(h.meter.receiptsFor("ep-closing")[0]).toMatchObject({ status: 503, error_code: "episode_closed" });
+    expect(h.meter.lastActivity(token).calls).toBe(1);
+  });
+
+  it("the provider refusing the operator's key is a 502, never a 401 the policy would take for its token", async () => {
+    await h.meter.stop();
+    await h.up.close();
+    h = await harness({}, "sk-some-other-key");
+    const token = h.meter.mint("ep-key", 0.3);
+    const r = await post(h.base, token, { model: "kimi-k3", messages: msgs() });
+    expect(r.status).toBe(502);
+    expect(r.json().error.code).toBe("upstream_auth_failed");
+  });
+
+  it("an unreachable upstream is a 502 after the connect retries", async () => {
+    const port = await freePort();
+    await h.meter.stop();
+    await h.up.close();
+    h = await harness({ upstreamUrl: `http://127.0.0.1:${port}/v1` });
+    const token = h.meter.mint("ep-down", 0.3);
+    const r = await post(h.base, token, { model: "kimi-k3", messages: msgs() });
+    expect(r.status).toBe(502);
+    expect(r.json().error.code).toBe("upstream_unreachable");
+    expect(h.meter.receiptsFor("ep-down")[0]).toMatchObject({ retries: 3, upstream_status: null });
+  });
+});
+
+describe("meter: receipts, listeners, SDK", () => {
+  beforeEach(async () => {
+    h = await harness();
+  });
+
+  it("every receipt is in SQLite after stop(), equal to the in-memory ones", async () => {
+    const token = h.meter.mint("ep-db", 0.3);
+    await post(h.base, token, { model: "kimi-k3", messages: msgs() });
+    await post(h.base, token, { model: "glm-5.2", messages: msgs(), stream: true });
+    await post(h.base, token, { model: "nope", messages: msgs() });
+    h.up.faults.push({ kind: "status", status: 500 });
+    await post(h.base, token, { model: "glm-5.3", messages: msgs() });
+    const mem = h.meter.receiptsFor("ep-db");
+    await h.meter.stop();
+    const repo = new ReceiptRepo(openDb(h.dbPath));
+    const stored = repo.listByEpisode("ep-db");
+    expect(stored).toHaveLength(4);
+    expect(stored).toEqual(mem);
+    expect(stored.map((r) => r.status)).toEqual([200, 200, 400, 500]);
+  });
+
+  it("serves on several listeners; closing one leaves the others", async () => {
+    const second = await h.meter.listen("127.0.0.1", 0);
+    const token = h.meter.mint("ep-two", 0.3);
+    const base2 = `http://127.0.0.1:${second.port}/v1`;
+    expect((await post(base2, token, { model: "kimi-k3", messages: msgs() })).status).toBe(200);
+    await expect(h.meter.listen("127.0.0.1", second.port)).rejects.toMatchObject({
+      code: "meter_listen_failed",
+    });
+    await second.close();
+    await expect(post(base2, token, { model: "kimi-k3", messages: msgs() })).rejects.toThrow();
+    expect((await post(h.base, token, { model: "kimi-k3", messages: msgs() })).status).toBe(200);
+  });
+
+  it("the openai SDK works through the meter unchanged, stream and non-stream, with tool calls", async () => {
+    const token = h.meter.mint("ep-sdk", 0.3);
+    h.up.answer = { toolCalls: [{ name: "read_file", arguments: '{"path": "/workspace/SKILL.md"}' }] };
+    const client = new OpenAI({ baseURL: h.base, apiKey: token, maxRetries: 0 });
+    const done = await client.chat.completions.create({
+      model: "glm-5.3-flash",
+      messages: [{ role: "user", content: "go" }],
+    });
+    expect(done.choices[0]!.message.tool_calls?.[0]).toMatchObject({ function: { name: "read_file" } });
+    const stream = await client.chat.completions.create({
+      model: "glm-5.3-flash",
+      messages: [{ role: "user", content: "go" }],
+      stream: true,
+    });
+    let args = "";
+    for await (const chunk of stream)
+      args += chunk.choices[0]?.delta.tool_calls?.[0]?.function?.arguments ?? "";
+    expect(JSON.parse(args)).toEqual({ path: "/workspace/SKILL.md" });
+    await expect(
+      client.chat.completions.create({ model: "gpt-5", messages: [{ role: "user", content: "go" }] }),
+    ).rejects.toMatchObject({ status: 400 });
+    expect(h.meter.summary(token)).toMatchObject({ calls: 2, refused_model: 1 });
+  });
+});
+
+afterAll(async () => {
+  await dispatcher.close();
+});
+beforeAll(() => undefined);
+
+async function waitFor(cond: () => boolean, ms = 3_000): Promise<void> {
+  const end = performance.now() + ms;
+  while (!cond()) {
+    if (performance.now() > end) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** A loopback port nobody listens on: bind one of our own, then release it. */
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
