@@ -7,6 +7,7 @@ import { Command, CommanderError } from "commander";
 import { registerEngySim } from "./cli/engy-sim.js";
 import { registerMeter } from "./cli/meter.js";
 import { registerPack } from "./cli/pack.js";
+import { registerPolicy } from "./cli/policy.js";
 import { registerScenarios } from "./cli/scenarios.js";
 import { isAbortError, ValidatorError } from "./errors.js";
 import { VERSION } from "./version.js";
@@ -23,6 +24,7 @@ export function buildProgram(): Command {
   registerEngySim(program);
   registerScenarios(program);
   registerMeter(program);
+  registerPolicy(program);
   return program;
 }
 

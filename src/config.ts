@@ -63,6 +63,8 @@ export const ENV_SCHEMA = {
   EPISODE_SUBNET_POOL: z.string().default("10.213.0.0/16"),
   DOCKER_SOCKET: z.string().default("/var/run/docker.sock"),
   DAEMON_IN_CONTAINER: optional(bool),
+  // Policy sidecar, host side (`policy serve`, sidecar tests): a python3 that imports aiohttp and httpx
+  TRAJRL_PYTHON: optional(z.string().min(1)),
   // Status page
   STATUS_HOST: z.string().default("127.0.0.1"),
   STATUS_PORT: int(0, 65535).default(8080),
@@ -116,6 +118,8 @@ export interface Config {
     daemonInContainer: boolean | undefined;
   };
   status: { host: string; port: number };
+  /** python3 for running policies on the host; undefined → probe /usr/bin/python3, then python3. */
+  policy: { python: string | undefined };
 }
 
 const ENDPOINTS: Record<Env["NETWORK"], string> = {
@@ -183,6 +187,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       daemonInContainer: e.DAEMON_IN_CONTAINER,
     },
     status: { host: e.STATUS_HOST, port: e.STATUS_PORT },
+    policy: { python: e.TRAJRL_PYTHON },
   };
 }
 
