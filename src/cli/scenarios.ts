@@ -7,6 +7,7 @@
 import type { Command } from "commander";
 import { InputError } from "../errors.js";
 import { out } from "./io.js";
+import { registerScenariosCheck } from "./scenarios-check.js";
 
 /** Flags every scenarios subcommand shares. */
 export interface ScenariosDirFlags {
@@ -61,5 +62,6 @@ export function registerScenarios(program: Command): Command {
     .command("scenarios")
     .description("the scenario catalogue: list and check scenarios");
   registerScenariosList(scenarios);
+  registerScenariosCheck(scenarios);
   return scenarios;
 }

@@ -1,0 +1,117 @@
+/**
+ * Who is at fault when an episode does not end cleanly (CONVENTIONS.md): policy, upstream or
+ * infra. Pure functions over facts gathered by the runner, so every rule is unit-tested.
+ * A policy fault scores the episode from what was delivered; upstream and infra faults make the
+ * episode "failed" so the evaluation layer retries or discards it, never costing the miner.
+ */
+import type { EpisodeFailure } from "./types.js";
+
+export type KillReason = "deadline" | "watchdog_no_call" | "watchdog_idle";
+
+export interface AgentEndFacts {
+  killedBy?: KillReason;
+  /** The meter held a reservation (a call in flight upstream) when the watchdog fired. */
+  inflightAtKill?: boolean;
+  exitCode: number | undefined;
+  oomKilled: boolean;
+  /** From the agent's turns.jsonl summary line (absent after SIGKILL or a crash). */
+  summaryReason?: string;
+  summaryCode?: string;
+  /** The last forwarded calls failed upstream (5xx, timeouts, cut streams). */
+  upstreamFailing: boolean;
+}
+
+/** The minimal shape of a meter receipt the rules look at. */
+export interface ReceiptFacts {
+  status: number;
+  upstream_status: number | null;
+  truncated: boolean;
+  error_code: string | null;
+}
+
+/** A receipt that shows the provider failing (not the policy, not a refusal by the meter). */
+export function isUpstreamFailure(r: ReceiptFacts): boolean {
+  if (r.upstream_status !== null && r.upstream_status >= 500) return true;
+  if (r.status === 502 || r.status === 503 || r.status === 504) return r.error_code !== null;
+  return r.truncated && r.error_code !== null && /upstream|cut|timeout/i.test(r.error_code);
+}
+
+/** The provider is failing when the most recent forwarded call failed upstream. */
+export function upstreamFailing(receipts: readonly ReceiptFacts[]): boolean {
+  const forwarded = receipts.filter((r) => r.status !== 400 && r.status !== 401 && r.status !== 402);
+  const last = forwarded.at(-1);
+  return last !== undefined && isUpstreamFailure(last);
+}
+
+export function attributeAgentEnd(f: AgentEndFacts): EpisodeFailure | undefined {
+  if (f.killedBy === "deadline")
+    return {
+      class: "policy",
+      code: "agent_timeout",
+      message: "the agent ran out of time ([agent].timeout_sec)",
+    };
+  if (f.killedBy === "watchdog_no_call" || f.killedBy === "watchdog_idle") {
+    const what =
+      f.killedBy === "watchdog_no_call"
+        ? "no metered call completed after the agent started"
+        : "no metered call completed for too long";
+    return f.inflightAtKill
+      ? {
+          class: "upstream",
+          code: "upstream_stalled",
+          message: `${what}; a call was waiting on the provider`,
+        }
+      : { class: "policy", code: "policy_stalled", message: `${what}; the policy did not call the model` };
+  }
+  switch (f.summaryReason) {
+    case "completed":
+    case "max_turns":
+    case "budget_exhausted":
+      return undefined;
+    case "llm_error":
+      return f.upstreamFailing
+        ? {
+            class: "upstream",
+            code: "upstream_errors",
+            message: `the provider failed (${f.summaryCode ?? "llm_error"})`,
+          }
+        : {
+            class: "policy",
+            code: "policy_errors",
+            message: `the policy answered the agent with errors (${f.summaryCode ?? "llm_error"})`,
+          };
+    case "internal_error":
+    case "config_error":
+      return {
+        class: "infra",
+        code: "agent_crashed",
+        message: `the agent failed: ${f.summaryReason} ${f.summaryCode ?? ""}`.trim(),
+      };
+    case "signal":
+      return {
+        class: "infra",
+        code: "agent_signalled",
+        message: `the agent was signalled (${f.summaryCode ?? "?"})`,
+      };
+    default:
+      break;
+  }
+  if (f.oomKilled)
+    return { class: "policy", code: "agent_oom", message: "the scenario container ran out of memory" };
+  // An agent that exits 0 ended normally, whether or not it writes our summary line (an
+  // operator's own agent image may not).
+  if (f.exitCode === 0) return undefined;
+  return {
+    class: "infra",
+    code: "agent_crashed",
+    message: `the agent died (exit ${f.exitCode ?? "?"}) without a summary`,
+  };
+}
+
+/**
+ * The episode's outcome from every failure seen, in order: an upstream or infra fault wins (the
+ * score would not be trustworthy), else the first policy fault; none → a clean episode.
+ */
+export function primaryFailure(failures: readonly EpisodeFailure[]): EpisodeFailure | undefined {
+  return failures.find((f) => f.class !== "policy") ?? failures[0];
+}

@@ -1,0 +1,235 @@
+/**
+ * `scenarios check`: every scenario proves itself. The reference solution runs as the agent's
+ * user in container A (no network); its deliverable alone is graded in a fresh container B and
+ * must score tests/tests; an empty deliverable must score the recorded null floor. The grading
+ * function is the one episodes use.
+ */
+import { randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import pLimit from "p-limit";
+import { isAbortError, toValidatorError } from "../errors.js";
+import type { Logger } from "../log.js";
+import { silentLogger } from "../log.js";
+import {
+  createContainer,
+  getPath,
+  putFiles,
+  readLogs,
+  removeContainer,
+  SCENARIO_LIMITS,
+  startContainer,
+  stopContainer,
+  waitExit,
+} from "../sandbox/containers.js";
+import type { BuiltImage, ProjectImages } from "../sandbox/images.js";
+import { safeName } from "../sandbox/labels.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
+import { round4 } from "./ctrf.js";
+import { deadline } from "./deadline.js";
+import type { EpisodeScenario } from "./types.js";
+import { dirEntries, type GradeResult, gradeDeliverable } from "./verifier.js";
+
+export const AGENT_USER = "10000:10000";
+const DELIVERABLE_CAP = 64 * 1024 * 1024;
+
+export interface CheckRow {
+  scenario: string;
+  image: string | undefined;
+  imageBuilt: boolean;
+  reference: { quality: number; tests: number; passed: number } | undefined;
+  empty: { quality: number; tests: number; passed: number } | undefined;
+  nullFloor: number | undefined;
+  ok: boolean;
+  problems: string[];
+  ms: { build: number; solve: number; grade: number; total: number };
+}
+
+export interface CheckOptions {
+  sandbox: Sandbox;
+  images: ProjectImages;
+  signal?: AbortSignal;
+  log?: Logger;
+  /** Scenarios checked at once (builds and runs); the default suits a 2-core machine. */
+  concurrency?: number;
+  onRow?: (row: CheckRow) => void;
+}
+
+/** Run solution/solve.sh as the agent user in a throwaway container and fetch the deliverable. */
+async function runReference(
+  sb: Sandbox,
+  scenario: EpisodeScenario,
+  image: BuiltImage,
+  scopeId: string,
+  signal: AbortSignal | undefined,
+): Promise<{ deliverable: Buffer | undefined; problem?: string; log: string }> {
+  const scope = sb.openScope(scopeId, (scenario.task.agent.timeout_sec + 120) * 1000);
+  try {
+    const name = `trajrl-${safeName(scopeId)}-solve`;
+    scope.trackContainer(name);
+    const c = await createContainer(sb.docker, {
+      name,
+      image: image.ref,
+      entrypoint: ["bash", "/solution/solve.sh"],
+      cmd: [],
+      user: AGENT_USER,
+      workingDir: "/app",
+      labels: scope.labels("check"),
+      limits: SCENARIO_LIMITS,
+      network: { kind: "none" },
+      dropAllCaps: true,
+      init: true,
+    });
+    await putFiles(c, "/", await dirEntries(join(scenario.dir, "solution"), "solution"));
+    const dl = deadline(scenario.task.agent.timeout_sec * 1000, signal);
+    let exit: number | undefined;
+    try {
+      await startContainer(c);
+      exit = await waitExit(c, dl.signal);
+    } catch (err) {
+      if (!dl.expired) throw err;
+      await stopContainer(c, 0);
+    } finally {
+      dl.clear();
+    }
+    const logs = await readLogs(c, 64 * 1024).catch(() => ({ stdout: "", stderr: "" }));
+    const log = `${logs.stdout}${logs.stderr}`;
+    const got = await getPath(c, scenario.task.verifier.agent_output_path, DELIVERABLE_CAP);
+    await removeContainer(sb.docker, name);
+    if (exit === undefined) return { deliverable: undefined, problem: "solve.sh timed out", log };
+    if (got.kind !== "file")
+      return {
+        deliverable: undefined,
+        problem: `solve.sh (exit ${exit}) left no file at ${scenario.task.verifier.agent_output_path} (${got.kind})`,
+        log,
+      };
+    return exit === 0
+      ? { deliverable: got.data, log }
+      : { deliverable: got.data, problem: `solve.sh exited ${exit}`, log };
+  } finally {
+    await scope.dispose();
+  }
+}
+
+export async function checkScenario(scenario: EpisodeScenario, opts: CheckOptions): Promise<CheckRow> {
+  const log = (opts.log ?? silentLogger).child({ scenario: scenario.name });
+  const t0 = performance.now();
+  const row: CheckRow = {
+    scenario: scenario.name,
+    image: undefined,
+    imageBuilt: false,
+    reference: undefined,
+    empty: undefined,
+    nullFloor: scenario.task.metadata?.null_floor,
+    ok: false,
+    problems: [],
+    ms: { build: 0, solve: 0, grade: 0, total: 0 },
+  };
+  const id = `check-${safeName(scenario.name, 24)}-${randomBytes(3).toString("hex")}`;
+  try {
+    const image = await opts.images.scenario(scenario, opts.signal);
+    row.image = image.ref;
+    row.imageBuilt = image.built;
+    row.ms.build = performance.now() - t0;
+
+    const t1 = performance.now();
+    const hasSolve = existsSync(join(scenario.dir, "solution", "solve.sh"));
+    const ref = hasSolve
+      ? await runReference(opts.sandbox, scenario, image, `${id}-a`, opts.signal)
+      : { deliverable: undefined, problem: "no solution/solve.sh", log: "" };
+    row.ms.solve = performance.now() - t1;
+    if (ref.problem) row.problems.push(ref.problem);
+    if (ref.problem && ref.log) log.warn({ log: ref.log.slice(-2000) }, "check.solve.output");
+
+    const t2 = performance.now();
+    const scope = opts.sandbox.openScope(`${id}-b`, (scenario.task.verifier.timeout_sec * 2 + 120) * 1000);
+    const grade = (label: string, data: Buffer): Promise<GradeResult> =>
+      gradeDeliverable({
+        docker: opts.sandbox.docker,
+        scope,
+        image: image.ref,
+        testsDir: join(scenario.dir, "tests"),
+        agentOutputPath: scenario.task.verifier.agent_output_path,
+        deliverable: data,
+        timeoutMs: scenario.task.verifier.timeout_sec * 1000,
+        label,
+        ...(opts.signal ? { signal: opts.signal } : {}),
+        log,
+      });
+    try {
+      const [refGrade, emptyGrade] = await Promise.all([
+        ref.deliverable ? grade("reference", ref.deliverable) : Promise.resolve(undefined),
+        grade("empty", Buffer.alloc(0)),
+      ]);
+      if (refGrade) {
+        row.reference = { quality: refGrade.quality, tests: refGrade.tests, passed: refGrade.passed };
+        if (refGrade.failure)
+          row.problems.push(`reference: ${refGrade.failure.code}: ${refGrade.failure.message}`);
+        else if (refGrade.tests === 0 || refGrade.passed !== refGrade.tests)
+          row.problems.push(
+            `reference scored ${refGrade.passed}/${refGrade.tests}, expected all tests to pass`,
+          );
+      }
+      row.empty = { quality: emptyGrade.quality, tests: emptyGrade.tests, passed: emptyGrade.passed };
+      if (emptyGrade.failure)
+        row.problems.push(`empty: ${emptyGrade.failure.code}: ${emptyGrade.failure.message}`);
+      else if (row.nullFloor === undefined) row.problems.push("task.toml has no [metadata].null_floor");
+      else if (round4(emptyGrade.quality) !== round4(row.nullFloor))
+        row.problems.push(
+          `empty deliverable scored ${round4(emptyGrade.quality)}, task.toml null_floor is ${row.nullFloor}`,
+        );
+    } finally {
+      await scope.dispose();
+    }
+    row.ms.grade = performance.now() - t2;
+  } catch (err) {
+    if (isAbortError(err) || opts.signal?.aborted) throw err;
+    const e = toValidatorError(err);
+    row.problems.push(`${e.code}: ${e.message}`);
+  }
+  row.ok = row.problems.length === 0;
+  row.ms.total = performance.now() - t0;
+  log.info({ ok: row.ok, problems: row.problems, ms: Math.round(row.ms.total) }, "check.done");
+  return row;
+}
+
+export async function checkScenarios(
+  scenarios: readonly EpisodeScenario[],
+  opts: CheckOptions,
+): Promise<CheckRow[]> {
+  // The shared agent base is built once up front, so parallel scenario builds do not queue on it.
+  await opts.images.agentBase(opts.signal);
+  const limit = pLimit(Math.max(1, opts.concurrency ?? 2));
+  return Promise.all(
+    scenarios.map((s) =>
+      limit(async () => {
+        const row = await checkScenario(s, opts);
+        opts.onRow?.(row);
+        return row;
+      }),
+    ),
+  );
+}
+
+/** The table `scenarios check` prints. */
+export function formatCheckTable(rows: readonly CheckRow[]): string {
+  const fmt = (g: CheckRow["reference"]) => (g ? `${g.passed}/${g.tests} (${round4(g.quality)})` : "-");
+  const header = ["scenario", "reference", "empty", "null_floor", "result", "seconds"];
+  const body = rows.map((r) => [
+    r.scenario,
+    fmt(r.reference),
+    fmt(r.empty),
+    r.nullFloor === undefined ? "-" : String(r.nullFloor),
+    r.ok ? "ok" : "FAIL",
+    (r.ms.total / 1000).toFixed(1),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join("  ")
+      .trimEnd();
+  const out = [line(header), ...body.map(line)];
+  for (const r of rows) for (const p of r.problems) out.push(`  ${r.scenario}: ${p}`);
+  return out.join("\n");
+}

@@ -1,0 +1,23 @@
+/** The episode's public face: one scenario run for one pack, and the scenario self-check. */
+export { ARTIFACT_FILES } from "./artifacts.js";
+export { attributeAgentEnd, type KillReason, primaryFailure, upstreamFailing } from "./attribution.js";
+export {
+  type CheckOptions,
+  type CheckRow,
+  checkScenario,
+  checkScenarios,
+  formatCheckTable,
+} from "./check.js";
+export { type CtrfReport, parseCtrf, parseReward, round4, scoreOf } from "./ctrf.js";
+export { type Deadline, deadline } from "./deadline.js";
+export {
+  type EpisodeImages,
+  type EpisodeMeter,
+  type EpisodeResult,
+  type EpisodeTimeouts,
+  POLICY_PORT,
+  type RunEpisodeOptions,
+  runEpisode,
+} from "./episode.js";
+export type { EpisodeFailure, EpisodeScenario } from "./types.js";
+export { type GradeInput, type GradeResult, gradeDeliverable } from "./verifier.js";

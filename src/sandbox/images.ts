@@ -1,0 +1,352 @@
+/**
+ * Images built through the engine's build API from the repository's Dockerfiles, tagged by the
+ * content hash of their context. An image whose hash is already present is reused; a build is
+ * shared by every concurrent caller that needs it (one in-process lock per hash).
+ */
+import { execFile } from "node:child_process";
+import { access } from "node:fs/promises";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { AGENT_BASE_CONTEXT } from "../../agent/contract.js";
+import { InfraError, isAbortError } from "../errors.js";
+import type { Logger } from "../log.js";
+import { silentLogger } from "../log.js";
+import { sidecarBuildContext } from "../policy/index.js";
+import { assembleContext, type ContextSource, contextTarEntries, imageHash } from "./context.js";
+import { type Docker, dockerMessage, engine, isNotFound } from "./docker.js";
+import { bufferStream, packTar } from "./tar.js";
+
+export const IMAGE_HASH_LABEL = "trajrl.image-hash";
+/** Tags carry this many hex digits of the hash (80 bits: collisions are not a concern). */
+const TAG_HEX = 20;
+
+export interface ImageSpec {
+  /** Repository part of the reference, e.g. "trajrl/agent-base". */
+  repo: string;
+  sources: readonly ContextSource[];
+  /** Dockerfile path inside the context. */
+  dockerfile: string;
+  buildArgs?: Readonly<Record<string, string>>;
+  /** Ids of images passed in as build args (FROM ${AGENT_BASE}): a rebuilt base changes the hash. */
+  baseImageIds?: readonly string[];
+  exclude?: readonly string[];
+  labels?: Readonly<Record<string, string>>;
+}
+
+export interface BuiltImage {
+  /** repo:tag, the tag being the content hash prefix. */
+  ref: string;
+  /** The engine's image id (sha256:…), recorded as the digest for provenance. */
+  id: string;
+  /** Full content hash (sha256 hex). */
+  hash: string;
+  /** false when an existing image with the same hash was reused. */
+  built: boolean;
+  buildMs: number;
+}
+
+interface BuildEvent {
+  stream?: string;
+  error?: string;
+  errorDetail?: { message?: string };
+  aux?: { ID?: string };
+}
+
+/** Keeps the last lines of a build's output and the step being run, for error reports. */
+export class BuildLog {
+  private readonly lines: string[] = [];
+  step = "";
+  constructor(private readonly keep = 40) {}
+  push(text: string): void {
+    for (const line of text.split("\n")) {
+      const l = line.trimEnd();
+      if (!l) continue;
+      if (/^Step \d+\/\d+ :/.test(l)) this.step = l;
+      this.lines.push(l);
+      if (this.lines.length > this.keep) this.lines.shift();
+    }
+  }
+  tail(): string {
+    return this.lines.join("\n");
+  }
+}
+
+/** Parse the engine's JSON-lines build stream; resolves with the image id or rejects with the failing step. */
+export function followBuild(
+  stream: NodeJS.ReadableStream,
+  log: BuildLog,
+  onLine?: (line: string) => void,
+): Promise<string | undefined> {
+  return new Promise((resolve, reject) => {
+    let buf = "";
+    let id: string | undefined;
+    let failure: string | undefined;
+    const handle = (raw: string) => {
+      const s = raw.trim();
+      if (!s) return;
+      let ev: BuildEvent;
+      try {
+        ev = JSON.parse(s) as BuildEvent;
+      } catch {
+        log.push(s);
+        return;
+      }
+      if (typeof ev.stream === "string") {
+        log.push(ev.stream);
+        onLine?.(ev.stream);
+        const m = /Successfully built ([0-9a-f]{12,64})/.exec(ev.stream);
+        if (m && !id) id = m[1];
+      }
+      if (ev.aux?.ID) id = ev.aux.ID;
+      if (ev.error || ev.errorDetail?.message) {
+        failure = ev.errorDetail?.message ?? ev.error;
+        log.push(`ERROR: ${failure}`);
+      }
+    };
+    stream.on("data", (chunk: Buffer | string) => {
+      buf += chunk.toString();
+      let nl = buf.indexOf("\n");
+      while (nl >= 0) {
+        handle(buf.slice(0, nl));
+        buf = buf.slice(nl + 1);
+        nl = buf.indexOf("\n");
+      }
+    });
+    stream.on("end", () => {
+      handle(buf);
+      if (failure !== undefined) reject(new Error(failure));
+      else resolve(id);
+    });
+    stream.on("error", reject);
+  });
+}
+
+export class ImageBuilder {
+  private readonly inflight = new Map<string, Promise<BuiltImage>>();
+
+  constructor(
+    private readonly docker: Docker,
+    private readonly log: Logger = silentLogger,
+  ) {}
+
+  /** The image for `spec`: reused when its hash exists, else built once however many callers ask. */
+  async ensure(spec: ImageSpec, signal?: AbortSignal): Promise<BuiltImage> {
+    const ctx = await assembleContext(spec.sources, spec.exclude);
+    const hash = imageHash(ctx.filesHash, spec.dockerfile, spec.buildArgs ?? {}, spec.baseImageIds ?? []);
+    const ref = `${spec.repo}:${hash.slice(0, TAG_HEX)}`;
+    const key = ref;
+    const running = this.inflight.get(key);
+    if (running) return running;
+    const p = (async () => {
+      const existing = await this.lookup(ref, hash);
+      if (existing) return { ref, id: existing, hash, built: false, buildMs: 0 };
+      const t0 = performance.now();
+      const tar = await packTar(contextTarEntries(ctx));
+      const blog = new BuildLog();
+      const log = this.log.child({ image: ref });
+      log.info({ files: ctx.files.length, bytes: tar.length }, "image.build.start");
+      let streamedId: string | undefined;
+      try {
+        const stream = await this.docker.buildImage(bufferStream(tar), {
+          t: ref,
+          dockerfile: spec.dockerfile,
+          buildargs: { ...(spec.buildArgs ?? {}) },
+          labels: { ...(spec.labels ?? {}), [IMAGE_HASH_LABEL]: hash },
+          rm: true,
+          forcerm: true,
+          // Never reach for a registry: bases are local (offline build of debian:bookworm-slim).
+          pull: false,
+          ...(signal ? { abortSignal: signal } : {}),
+        });
+        streamedId = await followBuild(stream, blog, (l) =>
+          log.trace({ line: l.trimEnd() }, "image.build.line"),
+        );
+      } catch (err) {
+        if (isAbortError(err) || signal?.aborted) throw err;
+        const msg = err instanceof Error && !("statusCode" in err) ? err.message : dockerMessage(err);
+        log.error({ step: blog.step, err: msg }, "image.build.failed");
+        throw new InfraError(
+          "image_build_failed",
+          `building ${ref} failed${blog.step ? ` at "${blog.step}"` : ""}: ${msg}\n${blog.tail()}`,
+          { cause: err, retryable: false, detail: { ref, step: blog.step, tail: blog.tail() } },
+        );
+      }
+      const id = (await this.lookup(ref, hash)) ?? streamedId;
+      if (!id) throw new InfraError("image_build_failed", `building ${ref}: the engine reported no image`);
+      const buildMs = performance.now() - t0;
+      log.info({ id, ms: Math.round(buildMs) }, "image.build.done");
+      return { ref, id, hash, built: true, buildMs };
+    })();
+    this.inflight.set(key, p);
+    try {
+      return await p;
+    } finally {
+      this.inflight.delete(key);
+    }
+  }
+
+  /** Image id when `ref` exists and carries `hash` (a tag moved by hand does not count). */
+  async lookup(ref: string, hash?: string): Promise<string | undefined> {
+    try {
+      const info = await this.docker.getImage(ref).inspect();
+      if (hash !== undefined && info.Config?.Labels?.[IMAGE_HASH_LABEL] !== hash) return undefined;
+      return info.Id;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw new InfraError("image_inspect_failed", `inspecting ${ref}: ${dockerMessage(err)}`, {
+        cause: err,
+      });
+    }
+  }
+
+  /** An image given by reference (operator override): must exist locally; we never pull. */
+  async existing(ref: string): Promise<BuiltImage> {
+    const id = await engine("image_inspect_failed", `inspecting ${ref}`, async () => {
+      try {
+        return (await this.docker.getImage(ref).inspect()).Id;
+      } catch (err) {
+        if (isNotFound(err))
+          throw new InfraError("image_missing", `image ${ref} is not present locally (we never pull)`, {
+            retryable: false,
+          });
+        throw err;
+      }
+    });
+    return { ref, id, hash: id.replace(/^sha256:/, ""), built: false, buildMs: 0 };
+  }
+}
+
+/** Where the project's images come from in the repository. */
+export interface ProjectImagesOptions {
+  repoRoot: string;
+  /** Operator override for the agent base (e.g. a Hermes image); used as-is, never built. */
+  agentImage?: string;
+  /** Operator override for the sidecar image; used as-is, never built. */
+  sidecarImage?: string;
+  log?: Logger;
+}
+
+export interface ScenarioImageSource {
+  name: string;
+  /** The scenario folder (holding environment/Dockerfile). */
+  dir: string;
+}
+
+const execFileP = promisify(execFile);
+
+async function exists(p: string): Promise<boolean> {
+  try {
+    await access(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The project's three kinds of images: the agent base, the policy sidecar and one image per
+ * scenario (built FROM the agent base, passed as the AGENT_BASE build arg with its exact tag).
+ */
+export class ProjectImages {
+  readonly builder: ImageBuilder;
+  private readonly log: Logger;
+  private agentBuild: Promise<void> | undefined;
+  private agentChecked = false;
+
+  constructor(
+    docker: Docker,
+    readonly opts: ProjectImagesOptions,
+  ) {
+    this.log = opts.log ?? silentLogger;
+    this.builder = new ImageBuilder(docker, this.log);
+  }
+
+  /**
+   * agent/dist/agent.js is a build product: made when missing, refreshed when its sources are
+   * newer (once per process; a deployed validator without agent/src just uses the bundle).
+   */
+  private async ensureAgentBundle(): Promise<string> {
+    const root = this.opts.repoRoot;
+    const bundle = join(root, AGENT_BASE_CONTEXT.extra[0]?.from ?? "agent/dist/agent.js");
+    const present = await exists(bundle);
+    const hasSources = await exists(join(root, "agent", "src", "main.ts"));
+    if (present && (!hasSources || this.agentChecked)) return bundle;
+    this.agentBuild ??= (async () => {
+      const script = join(root, "scripts", "build-agent.mjs");
+      this.log.info({ script, missing: !present }, "agent.bundle.build");
+      try {
+        await execFileP(process.execPath, present ? [script, "--if-stale"] : [script], {
+          cwd: root,
+          timeout: 120_000,
+        });
+      } catch (err) {
+        const e = err as { stderr?: string; message: string };
+        throw new InfraError(
+          "agent_bundle_failed",
+          `agent/dist/agent.js could not be built (\`node scripts/build-agent.mjs\`): ${e.stderr?.trim() || e.message}`,
+          { cause: err, retryable: false },
+        );
+      }
+      this.agentChecked = true;
+    })();
+    try {
+      await this.agentBuild;
+    } finally {
+      this.agentBuild = undefined;
+    }
+    if (!(await exists(bundle)))
+      throw new InfraError("agent_bundle_failed", `scripts/build-agent.mjs did not produce ${bundle}`, {
+        retryable: false,
+      });
+    return bundle;
+  }
+
+  async agentBase(signal?: AbortSignal): Promise<BuiltImage> {
+    if (this.opts.agentImage) return this.builder.existing(this.opts.agentImage);
+    await this.ensureAgentBundle();
+    const root = this.opts.repoRoot;
+    return this.builder.ensure(
+      {
+        repo: "trajrl/agent-base",
+        // The layout the agent module declares: its Dockerfile folder at the root, plus the bundle.
+        sources: [
+          { from: join(root, AGENT_BASE_CONTEXT.dockerfileDir), to: "" },
+          ...AGENT_BASE_CONTEXT.extra.map((e) => ({ from: join(root, e.from), to: e.to })),
+        ],
+        dockerfile: AGENT_BASE_CONTEXT.dockerfile,
+        labels: { "trajrl.image": "agent-base" },
+      },
+      signal,
+    );
+  }
+
+  async sidecar(signal?: AbortSignal): Promise<BuiltImage> {
+    if (this.opts.sidecarImage) return this.builder.existing(this.opts.sidecarImage);
+    // The sidecar module names its context: the Dockerfile plus the runtime files, repo-relative.
+    const ctx = sidecarBuildContext();
+    return this.builder.ensure(
+      {
+        repo: "trajrl/sidecar",
+        sources: ctx.files.map((f) => ({ from: join(ctx.root, f), to: f })),
+        dockerfile: ctx.dockerfile,
+        labels: { "trajrl.image": "sidecar" },
+      },
+      signal,
+    );
+  }
+
+  async scenario(s: ScenarioImageSource, signal?: AbortSignal): Promise<BuiltImage> {
+    const base = await this.agentBase(signal);
+    return this.builder.ensure(
+      {
+        repo: `trajrl/scenario-${s.name.toLowerCase().replace(/[^a-z0-9_.-]/g, "-")}`,
+        sources: [{ from: join(s.dir, "environment"), to: "" }],
+        dockerfile: "Dockerfile",
+        buildArgs: { AGENT_BASE: base.ref },
+        baseImageIds: [base.id],
+        labels: { "trajrl.image": "scenario", "trajrl.scenario": s.name },
+      },
+      signal,
+    );
+  }
+}

@@ -1,0 +1,47 @@
+/** The sandbox's public face: Docker images, networks, containers, archives, limits and the reaper. */
+export {
+  CappedText,
+  type CapturedLogs,
+  type ContainerSpec,
+  connectNetwork,
+  createContainer,
+  type ExecOptions,
+  type ExecResult,
+  execIn,
+  type FetchedPath,
+  getPath,
+  inspectContainer,
+  type Limits,
+  type NetworkAttachment,
+  putFiles,
+  readLogs,
+  removeContainer,
+  SCENARIO_LIMITS,
+  SIDECAR_LIMITS,
+  startContainer,
+  stopContainer,
+  waitExit,
+} from "./containers.js";
+export { assembleContext, type BuildContext, type ContextSource, imageHash } from "./context.js";
+export { connectDocker, type Docker } from "./docker.js";
+export {
+  AGENT_BRIDGE_PREFIX,
+  FIREWALL_CHAIN,
+  installFirewall,
+  METER_BRIDGE_PREFIX,
+  METER_EPISODE_PORT,
+} from "./firewall.js";
+export {
+  type BuiltImage,
+  IMAGE_HASH_LABEL,
+  ImageBuilder,
+  type ImageSpec,
+  ProjectImages,
+  type ProjectImagesOptions,
+  type ScenarioImageSource,
+} from "./images.js";
+export { LABEL, labelsFor, newSession, type Role, type SandboxSession } from "./labels.js";
+export { type EpisodeNetwork, NetworkPool } from "./networks.js";
+export { EpisodeScope, Reaper, type SweepResult } from "./reaper.js";
+export { type EpisodeTopology, Sandbox, type SandboxOptions } from "./sandbox.js";
+export { type ArchivedPath, packTar, type TarEntry } from "./tar.js";

@@ -1,0 +1,237 @@
+/**
+ * Nothing an episode makes outlives it. Each episode works inside an EpisodeScope that removes
+ * every container and network it made on every exit path; the Reaper sweeps what a crashed or
+ * killed process left behind: objects of this process that belong to no live episode, objects
+ * of a dead process on this host, and anything past its expiry.
+ */
+import type { Logger } from "../log.js";
+import { silentLogger } from "../log.js";
+import { type Docker, dockerMessage, ignoreGone } from "./docker.js";
+import { LABEL, labelsFor, type Role, type SandboxSession } from "./labels.js";
+
+export type ReapReason = "not_live" | "owner_dead" | "expired";
+
+/** Pure: should an object with these labels be removed by `session`'s reaper now? */
+export function reapDecision(
+  labels: Readonly<Record<string, string>>,
+  session: SandboxSession,
+  liveEpisodes: ReadonlySet<string>,
+  nowUnix: number,
+  pidAlive: (pid: number) => boolean,
+): ReapReason | undefined {
+  const owner = labels[LABEL.session];
+  if (owner === undefined) return undefined;
+  if (owner === session.id) {
+    const ep = labels[LABEL.episode];
+    return ep !== undefined && liveEpisodes.has(ep) ? undefined : "not_live";
+  }
+  const expires = Number(labels[LABEL.expires]);
+  if (Number.isFinite(expires) && expires < nowUnix) return "expired";
+  const pid = Number(labels[LABEL.pid]);
+  if (labels[LABEL.host] === session.host && Number.isInteger(pid) && pid > 0 && !pidAlive(pid))
+    return "owner_dead";
+  return undefined;
+}
+
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it exists but belongs to someone else.
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+export interface SweepResult {
+  containers: string[];
+  networks: string[];
+}
+
+/**
+ * Remove a network even when endpoints are still attached (a daemon container joined as "meter").
+ * Right after its containers were force-removed the engine may still count their endpoints for a
+ * moment: retry briefly before giving up (the reaper tries again later).
+ */
+export async function removeNetworkForcefully(docker: Docker, idOrName: string): Promise<void> {
+  const net = docker.getNetwork(idOrName);
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await net.remove();
+      return;
+    } catch (err) {
+      const msg = dockerMessage(err);
+      if ((err as { statusCode?: number }).statusCode === 404) return;
+      if (!/active endpoints/i.test(msg) || attempt >= 3) throw err;
+    }
+    const info = (await net.inspect().catch(() => undefined)) as
+      | { Containers?: Record<string, unknown> }
+      | undefined;
+    for (const id of Object.keys(info?.Containers ?? {})) {
+      await ignoreGone(() => net.disconnect({ Container: id, Force: true }));
+    }
+    await new Promise((r) => setTimeout(r, 200 * (attempt + 1)));
+  }
+}
+
+/** Everything one episode made, removed together. */
+export class EpisodeScope {
+  private readonly containers = new Set<string>();
+  private readonly networks = new Set<string>();
+  private disposing: Promise<void> | undefined;
+  /** Names of containers to detach from our networks before removing them (the daemon itself). */
+  private readonly detach: Array<{ network: string; container: string }> = [];
+
+  constructor(
+    readonly docker: Docker,
+    readonly session: SandboxSession,
+    readonly episodeId: string,
+    readonly expiresAtUnix: number,
+    private readonly onDisposed: (scope: EpisodeScope) => void,
+    private readonly log: Logger,
+  ) {}
+
+  labels(role: Role): Record<string, string> {
+    return labelsFor(this.session, role, this.episodeId, this.expiresAtUnix);
+  }
+
+  /** Record before creating: a crash between create and record must still be cleaned by name. */
+  trackContainer(name: string): void {
+    this.containers.add(name);
+  }
+
+  trackNetwork(name: string): void {
+    this.networks.add(name);
+  }
+
+  detachOnDispose(network: string, container: string): void {
+    this.detach.push({ network, container });
+  }
+
+  get disposed(): boolean {
+    return this.disposing !== undefined;
+  }
+
+  /** Idempotent; never throws (failures are logged and left to the reaper). */
+  dispose(): Promise<void> {
+    this.disposing ??= (async () => {
+      const failures: string[] = [];
+      await Promise.all(
+        [...this.containers].map((name) =>
+          ignoreGone(() => this.docker.getContainer(name).remove({ force: true, v: true })).catch((err) => {
+            failures.push(`container ${name}: ${dockerMessage(err)}`);
+          }),
+        ),
+      );
+      for (const d of this.detach) {
+        await ignoreGone(() =>
+          this.docker.getNetwork(d.network).disconnect({ Container: d.container, Force: true }),
+        ).catch(() => undefined);
+      }
+      await Promise.all(
+        [...this.networks].map((name) =>
+          removeNetworkForcefully(this.docker, name).catch((err) => {
+            failures.push(`network ${name}: ${dockerMessage(err)}`);
+          }),
+        ),
+      );
+      if (failures.length) this.log.warn({ episode: this.episodeId, failures }, "scope.dispose.incomplete");
+      this.onDisposed(this);
+    })();
+    return this.disposing;
+  }
+}
+
+export class Reaper {
+  private readonly live = new Map<string, EpisodeScope>();
+  private timer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<SweepResult> | undefined;
+
+  constructor(
+    private readonly docker: Docker,
+    readonly session: SandboxSession,
+    private readonly log: Logger = silentLogger,
+  ) {}
+
+  /** Open a scope: the episode is live (its objects are safe from this reaper) until disposed. */
+  openScope(episodeId: string, ttlMs: number): EpisodeScope {
+    const scope = new EpisodeScope(
+      this.docker,
+      this.session,
+      episodeId,
+      Date.now() / 1000 + ttlMs / 1000,
+      (s) => {
+        if (this.live.get(s.episodeId) === s) this.live.delete(s.episodeId);
+      },
+      this.log,
+    );
+    this.live.set(episodeId, scope);
+    return scope;
+  }
+
+  liveEpisodes(): string[] {
+    return [...this.live.keys()];
+  }
+
+  sweep(): Promise<SweepResult> {
+    this.sweeping ??= this.doSweep().finally(() => {
+      this.sweeping = undefined;
+    });
+    return this.sweeping;
+  }
+
+  private async doSweep(): Promise<SweepResult> {
+    const now = Date.now() / 1000;
+    const live = new Set(this.live.keys());
+    const removed: SweepResult = { containers: [], networks: [] };
+    const filters = { label: [LABEL.session] };
+    const containers = await this.docker.listContainers({ all: true, filters });
+    await Promise.all(
+      containers.map(async (c) => {
+        const why = reapDecision(c.Labels ?? {}, this.session, live, now, pidAlive);
+        if (!why) return;
+        try {
+          await ignoreGone(() => this.docker.getContainer(c.Id).remove({ force: true, v: true }));
+          removed.containers.push(c.Id);
+          this.log.info(
+            { container: c.Names?.[0], episode: c.Labels?.[LABEL.episode], why },
+            "reaper.container",
+          );
+        } catch (err) {
+          this.log.warn({ container: c.Id, err: dockerMessage(err) }, "reaper.container.failed");
+        }
+      }),
+    );
+    const networks = await this.docker.listNetworks({ filters });
+    for (const n of networks) {
+      const why = reapDecision(n.Labels ?? {}, this.session, live, now, pidAlive);
+      if (!why) continue;
+      try {
+        await removeNetworkForcefully(this.docker, n.Id);
+        removed.networks.push(n.Id);
+        this.log.info({ network: n.Name, episode: n.Labels?.[LABEL.episode], why }, "reaper.network");
+      } catch (err) {
+        this.log.warn({ network: n.Name, err: dockerMessage(err) }, "reaper.network.failed");
+      }
+    }
+    return removed;
+  }
+
+  start(intervalMs: number): void {
+    this.stop();
+    this.timer = setInterval(() => {
+      this.sweep().catch((err) => this.log.warn({ err: (err as Error).message }, "reaper.sweep.failed"));
+    }, intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Shutdown path: remove everything every live episode made. */
+  async disposeAll(): Promise<void> {
+    await Promise.all([...this.live.values()].map((s) => s.dispose()));
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * Helpers for the sandbox/episode integration tests: a test sandbox on the real engine, counts of
+ * what a session left behind, and tiny TCP servers/probes that need nothing but the
+ * debian:bookworm-slim image (perl-base and bash are always there).
+ */
+import type Docker from "dockerode";
+import { LABEL } from "../../src/sandbox/labels.js";
+import { Sandbox, type SandboxOptions } from "../../src/sandbox/sandbox.js";
+import { requireDocker } from "./docker.js";
+
+export const BASE_IMAGE = "debian:bookworm-slim";
+
+export async function openTestSandbox(opts: SandboxOptions = {}): Promise<Sandbox> {
+  const docker = await requireDocker();
+  return Sandbox.open({ docker, reapIntervalMs: 0, ...opts });
+}
+
+/** Containers and networks carrying a session's label (all of them, running or not). */
+export async function countLabelled(
+  docker: Docker,
+  session: string,
+  episode?: string,
+): Promise<{ containers: number; networks: number }> {
+  const label = [`${LABEL.session}=${session}`];
+  if (episode) label.push(`${LABEL.episode}=${episode}`);
+  const [c, n] = await Promise.all([
+    docker.listContainers({ all: true, filters: { label } }),
+    docker.listNetworks({ filters: { label } }),
+  ]);
+  return { containers: c.length, networks: n.length };
+}
+
+/** A one-line perl TCP server answering "pong <name>" to every connection. */
+export function perlServer(port: number, name: string): string[] {
+  return [
+    "perl",
+    "-MIO::Socket::INET",
+    "-e",
+    `$|=1; my $s = IO::Socket::INET->new(LocalAddr => "0.0.0.0", LocalPort => ${port}, Listen => 16, ReuseAddr => 1) or die "listen: $!"; print "listening\\n"; while (my $c = $s->accept) { print $c "pong ${name}\\n"; close $c }`,
+  ];
+}
+
+/**
+ * A shell script that probes every "host:port" in parallel and prints "host:port=<first line>"
+ * or "host:port=BLOCKED" (connect refused, dropped or timed out within `seconds`).
+ */
+export function probeScript(targets: readonly string[], seconds = 3): string[] {
+  const lines = targets.map((t) => {
+    const [host, port] = t.split(":");
+    return `( r=$(timeout ${seconds} bash -c 'exec 3<>/dev/tcp/${host}/${port} && head -n1 <&3' 2>/dev/null); echo "${t}=\${r:-BLOCKED}" ) &`;
+  });
+  return ["bash", "-c", `${lines.join("\n")}\nwait`];
+}
+
+export function parseProbe(stdout: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of stdout.split("\n")) {
+    const i = line.indexOf("=");
+    if (i > 0) out[line.slice(0, i)] = line.slice(i + 1).trim();
+  }
+  return out;
+}

@@ -1,0 +1,126 @@
+/**
+ * Nothing is left behind: an episode scope removes everything it made (running containers
+ * included), and the reaper removes what crashed or killed processes left, without touching a
+ * live sibling process's objects.
+ */
+import { spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import type Docker from "dockerode";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createContainer, SIDECAR_LIMITS, startContainer } from "../../src/sandbox/containers.js";
+import { LABEL, labelsFor, newSession, type SandboxSession } from "../../src/sandbox/labels.js";
+import type { Sandbox } from "../../src/sandbox/sandbox.js";
+import { BASE_IMAGE, countLabelled, openTestSandbox } from "../helpers/sandbox.js";
+
+let sb: Sandbox;
+let docker: Docker;
+const tag = randomBytes(3).toString("hex");
+const extraSessions: SandboxSession[] = [];
+
+beforeAll(async () => {
+  sb = await openTestSandbox({ firewall: "off" });
+  docker = sb.docker;
+});
+
+afterAll(async () => {
+  for (const s of extraSessions) {
+    const label = [`${LABEL.session}=${s.id}`];
+    for (const c of await docker.listContainers({ all: true, filters: { label } }))
+      await docker.getContainer(c.Id).remove({ force: true });
+    for (const n of await docker.listNetworks({ filters: { label } })) await docker.getNetwork(n.Id).remove();
+  }
+  expect(await countLabelled(docker, sb.session.id)).toEqual({ containers: 0, networks: 0 });
+  await sb.close();
+});
+
+async function netWith(name: string, labels: Record<string, string>): Promise<void> {
+  await docker.createNetwork({ Name: name, Internal: true, Labels: labels });
+}
+
+async function exists(kind: "network" | "container", name: string): Promise<boolean> {
+  try {
+    if (kind === "network") await docker.getNetwork(name).inspect();
+    else await docker.getContainer(name).inspect();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe("episode scope", () => {
+  it("removes running containers and their networks, idempotently", async () => {
+    const scope = sb.openScope(`scope-${tag}`, 600_000);
+    const topo = await sb.createTopology(scope);
+    const name = `trajrl-scope-${tag}-c`;
+    scope.trackContainer(name);
+    const c = await createContainer(docker, {
+      name,
+      image: BASE_IMAGE,
+      cmd: ["sleep", "600"],
+      labels: scope.labels("agent"),
+      limits: SIDECAR_LIMITS,
+      network: { kind: "network", name: topo.agentNet.name },
+    });
+    await startContainer(c);
+    scope.trackContainer(`trajrl-scope-${tag}-never-created`);
+    expect(await countLabelled(docker, sb.session.id, scope.episodeId)).toEqual({
+      containers: 1,
+      networks: 2,
+    });
+    expect(sb.reaper.liveEpisodes()).toContain(scope.episodeId);
+    await Promise.all([scope.dispose(), scope.dispose()]);
+    await scope.dispose();
+    expect(await countLabelled(docker, sb.session.id, scope.episodeId)).toEqual({
+      containers: 0,
+      networks: 0,
+    });
+    expect(sb.reaper.liveEpisodes()).not.toContain(scope.episodeId);
+  }, 60_000);
+});
+
+describe("reaper", () => {
+  it("removes ours that are not live, a dead owner's and expired ones; keeps live ones", async () => {
+    const now = Date.now() / 1000;
+    const deadPid = spawnSync(process.execPath, ["-e", ""]).pid!;
+    const sibling = newSession(); // same host, this (alive) pid: a live sibling process
+    const dead = { ...newSession(), pid: deadPid };
+    const old = { ...newSession(), host: "elsewhere" };
+    extraSessions.push(sibling, dead, old);
+    const live = sb.openScope(`live-${tag}`, 600_000);
+    const cases: Array<[string, Record<string, string>, boolean]> = [
+      [`trajrl-r-${tag}-mine-gone`, labelsFor(sb.session, "net-agent", `gone-${tag}`, now + 600), false],
+      [`trajrl-r-${tag}-mine-live`, live.labels("net-agent"), true],
+      [`trajrl-r-${tag}-sibling`, labelsFor(sibling, "net-agent", "x", now + 600), true],
+      [`trajrl-r-${tag}-dead`, labelsFor(dead, "net-agent", "x", now + 600), false],
+      [`trajrl-r-${tag}-expired`, labelsFor(old, "net-agent", "x", now - 5), false],
+      [`trajrl-r-${tag}-elsewhere`, labelsFor(old, "net-agent", "y", now + 600), true],
+    ];
+    for (const [name, labels] of cases) await netWith(name, labels);
+    // A container of the dead process, still running.
+    const cname = `trajrl-r-${tag}-dead-c`;
+    const c = await createContainer(docker, {
+      name: cname,
+      image: BASE_IMAGE,
+      cmd: ["sleep", "600"],
+      labels: labelsFor(dead, "sidecar", "x", now + 600),
+      limits: SIDECAR_LIMITS,
+      network: { kind: "none" },
+    });
+    await startContainer(c);
+
+    const swept = await sb.reaper.sweep();
+    expect(swept.containers).toEqual([c.id]);
+    for (const [name, , keep] of cases) expect([name, await exists("network", name)]).toEqual([name, keep]);
+    expect(await exists("container", cname)).toBe(false);
+
+    await live.dispose();
+    // Now the periodic reaper takes the formerly live one (its episode is no longer live).
+    const mineLive = cases[1]![0];
+    sb.reaper.start(100);
+    const t0 = performance.now();
+    while ((await exists("network", mineLive)) && performance.now() - t0 < 10_000)
+      await new Promise((r) => setTimeout(r, 100));
+    sb.reaper.stop();
+    expect(await exists("network", mineLive)).toBe(false);
+  }, 60_000);
+});

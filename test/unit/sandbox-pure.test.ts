@@ -1,0 +1,167 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { CappedText, demuxFrames } from "../../src/sandbox/containers.js";
+import { globToRegExp, imageHash, isIgnored, parseIgnore } from "../../src/sandbox/context.js";
+import { chainRules } from "../../src/sandbox/firewall.js";
+import { LABEL, labelsFor, newSession, safeName } from "../../src/sandbox/labels.js";
+import { reapDecision } from "../../src/sandbox/reaper.js";
+import {
+  blockAt,
+  blockCount,
+  formatCidr,
+  gatewayOf,
+  intToIp,
+  ipToInt,
+  overlaps,
+  parseCidr,
+  pickFreeBlock,
+} from "../../src/sandbox/subnet.js";
+
+describe("subnet pool arithmetic", () => {
+  it("round-trips addresses and normalises CIDRs", () => {
+    fc.assert(fc.property(fc.nat(0xffffffff), (n) => ipToInt(intToIp(n)) === n));
+    expect(formatCidr(parseCidr("10.213.7.9/16"))).toBe("10.213.0.0/16");
+    expect(() => parseCidr("10.213.0.0")).toThrow(/CIDR/);
+    expect(() => parseCidr("300.1.1.1/8")).toThrow(/IPv4/);
+  });
+
+  it("carves the default pool into 4096 /28 blocks with .1 gateways", () => {
+    const pool = parseCidr("10.213.0.0/16");
+    expect(blockCount(pool)).toBe(4096);
+    expect(formatCidr(blockAt(pool, 0))).toBe("10.213.0.0/28");
+    expect(formatCidr(blockAt(pool, 4095))).toBe("10.213.255.240/28");
+    expect(gatewayOf(blockAt(pool, 17))).toBe("10.213.1.17");
+    expect(() => blockCount(parseCidr("10.0.0.0/30"))).toThrow(/smaller/);
+  });
+
+  it("never picks a block overlapping a used subnet, wraps around, and reports a full pool", () => {
+    const pool = parseCidr("10.213.0.0/26"); // 4 blocks
+    const used = [parseCidr("10.213.0.16/28"), parseCidr("192.168.0.0/16")];
+    expect(formatCidr(pickFreeBlock(pool, used, 1)!.block)).toBe("10.213.0.32/28");
+    expect(formatCidr(pickFreeBlock(pool, used, 3)!.block)).toBe("10.213.0.48/28");
+    expect(formatCidr(pickFreeBlock(pool, used, 3, new Set([3]))!.block)).toBe("10.213.0.0/28");
+    // A wider network covering the whole pool (someone else's /16) leaves nothing.
+    expect(pickFreeBlock(pool, [parseCidr("10.213.0.0/16")], 0)).toBeUndefined();
+  });
+
+  it("property: a picked block is inside the pool and overlaps nothing used", () => {
+    const pool = parseCidr("10.213.0.0/24");
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 15 }), { maxLength: 16 }), fc.nat(100), (idx, start) => {
+        const used = idx.map((i) => blockAt(pool, i));
+        const got = pickFreeBlock(pool, used, start);
+        if (new Set(idx).size === 16) return got === undefined;
+        return got !== undefined && overlaps(got.block, pool) && !used.some((u) => overlaps(u, got.block));
+      }),
+    );
+  });
+});
+
+describe("build context ignore rules", () => {
+  it("matches .dockerignore-style globs", () => {
+    expect(globToRegExp("*.pyc").test("a.pyc")).toBe(true);
+    expect(globToRegExp("*.pyc").test("dir/a.pyc")).toBe(false);
+    expect(globToRegExp("**/*.pyc").test("dir/sub/a.pyc")).toBe(true);
+    expect(globToRegExp("**/*.pyc").test("a.pyc")).toBe(true);
+    expect(globToRegExp("build").test("build/x/y")).toBe(true);
+    expect(globToRegExp("build").test("builder")).toBe(false);
+    const rules = parseIgnore(["# comment", "*.log", "!keep.log", ""]);
+    expect(isIgnored("x.log", rules)).toBe(true);
+    expect(isIgnored("keep.log", rules)).toBe(false);
+    expect(isIgnored("x.txt", rules)).toBe(false);
+  });
+
+  it("image hash depends on files, Dockerfile, args and base ids, not on their order", () => {
+    const a = imageHash("f", "Dockerfile", { A: "1", B: "2" }, ["x", "y"]);
+    expect(imageHash("f", "Dockerfile", { B: "2", A: "1" }, ["y", "x"])).toBe(a);
+    expect(imageHash("g", "Dockerfile", { A: "1", B: "2" }, ["x", "y"])).not.toBe(a);
+    expect(imageHash("f", "Dockerfile", { A: "1", B: "3" }, ["x", "y"])).not.toBe(a);
+    expect(imageHash("f", "Dockerfile", { A: "1", B: "2" }, ["x", "z"])).not.toBe(a);
+    expect(imageHash("f", "other.Dockerfile", { A: "1", B: "2" }, ["x", "y"])).not.toBe(a);
+  });
+});
+
+describe("reaper decisions", () => {
+  const me = { id: "aaaaaa", host: "h1", pid: 100 };
+  const now = 1_000_000;
+  const alive = (pid: number) => pid === 100 || pid === 200;
+  const labels = (over: Record<string, string>): Record<string, string> => ({
+    ...labelsFor({ id: "bbbbbb", host: "h1", pid: 200 }, "sidecar", "ep1", now + 60),
+    ...over,
+  });
+
+  it("keeps our live episodes and removes ours that are not live", () => {
+    const mine = labelsFor(me, "agent", "ep-live", now + 60);
+    expect(reapDecision(mine, me, new Set(["ep-live"]), now, alive)).toBeUndefined();
+    expect(reapDecision(mine, me, new Set(), now, alive)).toBe("not_live");
+  });
+
+  it("leaves a live sibling process alone, reaps a dead owner on this host and anything expired", () => {
+    expect(reapDecision(labels({}), me, new Set(), now, alive)).toBeUndefined();
+    expect(reapDecision(labels({ [LABEL.pid]: "999" }), me, new Set(), now, alive)).toBe("owner_dead");
+    // A dead pid on another host means nothing here: only expiry applies.
+    expect(
+      reapDecision(labels({ [LABEL.pid]: "999", [LABEL.host]: "h2" }), me, new Set(), now, alive),
+    ).toBeUndefined();
+    expect(reapDecision(labels({ [LABEL.expires]: String(now - 1) }), me, new Set(), now, alive)).toBe(
+      "expired",
+    );
+    expect(reapDecision({ "other.label": "x" }, me, new Set(), now, alive)).toBeUndefined();
+  });
+
+  it("labels every object with role, session, episode, expiry, host and pid", () => {
+    const s = newSession();
+    const l = labelsFor(s, "verifier", "ep9", 123.4);
+    expect(l).toEqual({
+      [LABEL.role]: "verifier",
+      [LABEL.session]: s.id,
+      [LABEL.episode]: "ep9",
+      [LABEL.expires]: "124",
+      [LABEL.host]: s.host,
+      [LABEL.pid]: String(process.pid),
+    });
+    expect(safeName("../ep 1/x")).toBe("ep-1-x");
+  });
+});
+
+describe("firewall rules", () => {
+  it("accept replies, the meter port from meter bridges only, drop the rest", () => {
+    expect(chainRules(4, 8790)).toEqual([
+      "-A TRAJRL-EPISODE -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+      "-A TRAJRL-EPISODE -i tjm+ -p tcp -m tcp --dport 8790 -j ACCEPT",
+      "-A TRAJRL-EPISODE -j DROP",
+    ]);
+    expect(chainRules(6, 8790)).toEqual([
+      "-A TRAJRL-EPISODE -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+      "-A TRAJRL-EPISODE -j DROP",
+    ]);
+  });
+});
+
+describe("log capture", () => {
+  it("keeps head and tail within the cap and says how much was dropped", () => {
+    const t = new CappedText(10);
+    t.push(Buffer.from("0123456789"));
+    t.push(Buffer.from("abcdefghij"));
+    expect(t.truncated).toBe(true);
+    expect(t.toString()).toBe("01234\n[… 10 bytes dropped …]\nfghij");
+    const small = new CappedText(100);
+    small.push(Buffer.from("hello"));
+    expect(small.toString()).toBe("hello");
+  });
+
+  it("splits multiplexed stdout/stderr frames", () => {
+    const frame = (kind: number, s: string) => {
+      const body = Buffer.from(s);
+      const h = Buffer.alloc(8);
+      h[0] = kind;
+      h.writeUInt32BE(body.length, 4);
+      return Buffer.concat([h, body]);
+    };
+    const out = new CappedText(100);
+    const err = new CappedText(100);
+    demuxFrames(Buffer.concat([frame(1, "a"), frame(2, "Traceback"), frame(1, "b")]), out, err);
+    expect(out.toString()).toBe("ab");
+    expect(err.toString()).toBe("Traceback");
+  });
+});
