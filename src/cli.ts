@@ -5,6 +5,7 @@
  */
 import { Command, CommanderError } from "commander";
 import { registerEngySim } from "./cli/engy-sim.js";
+import { registerEval } from "./cli/eval.js";
 import { registerMeter } from "./cli/meter.js";
 import { registerPack } from "./cli/pack.js";
 import { registerPolicy } from "./cli/policy.js";
@@ -20,6 +21,7 @@ export function buildProgram(): Command {
     .version(VERSION)
     .showHelpAfterError()
     .exitOverride();
+  registerEval(program);
   registerPack(program);
   registerEngySim(program);
   registerScenarios(program);

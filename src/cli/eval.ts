@@ -1,0 +1,206 @@
+/**
+ * `trajrl-validator eval PACK...`: the validator's main job on packs from files — exactly the code a
+ * validator runs on a challenge epoch. Embedded defaults: SQLite under DATA_DIR, the in-process Engy
+ * simulator when no LLM_API_KEY is set, images built on first use. A killed run resumes when the same
+ * command is run again.
+ */
+import { mkdirSync, readFileSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
+import { basename, join, resolve } from "node:path";
+import type { Command } from "commander";
+import { InputError } from "../errors.js";
+import { out } from "./io.js";
+
+interface EvalFlags {
+  scenarios?: string;
+  spec?: string;
+  concurrency?: string;
+  out?: string;
+  json?: boolean;
+  seed?: string;
+}
+
+function positiveInt(name: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1)
+    throw new InputError("bad_flag", `${name} must be a positive integer, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+function labelOf(file: string, taken: Set<string>): string {
+  let label = basename(file).replace(/\.json$/i, "") || "pack";
+  for (let k = 2; taken.has(label); k++) label = `${basename(file).replace(/\.json$/i, "")}-${k}`;
+  taken.add(label);
+  return label;
+}
+
+export function registerEval(program: Command): void {
+  program
+    .command("eval")
+    .description("evaluate packs over the scenario suite (the validator's main job) and print a leaderboard")
+    .argument("<packs...>", "pack JSON files")
+    .option("--scenarios <names>", "comma-separated scenario names (default: the spec's set)")
+    .option(
+      "--spec <n>",
+      "scenario spec number from scenarios/specs.json (default: SPEC_NUMBER or the newest)",
+    )
+    .option("--concurrency <n>", "episodes in parallel (default: EVAL_CONCURRENCY, 3)")
+    .option("--out <dir>", "per-episode artifacts and report.html go here")
+    .option("--seed <n>", "simulator seed (only without LLM_API_KEY; default ENGY_SIM_SEED)")
+    .option("--json", "print the verdicts as JSON instead of tables")
+    .action(async (packs: string[], flags: EvalFlags) => {
+      const { loadConfig } = await import("../config.js");
+      const { createLogger } = await import("../log.js");
+      const { openEnvironment, evaluatePack, prepareImages, scenariosFor } = await import(
+        "../evaluation/pipeline.js"
+      );
+      const { ProgressView, verdictTable, leaderboard, renderReport, SHUTDOWN, fmtSecs } = await import(
+        "../evaluation/index.js"
+      );
+      const pino = (await import("pino")).default;
+
+      const env0: Record<string, string | undefined> = { ...process.env };
+      if (flags.seed !== undefined) env0.ENGY_SIM_SEED = flags.seed;
+      const config = loadConfig(env0);
+      const concurrency = positiveInt("--concurrency", flags.concurrency) ?? config.evaluation.concurrency;
+      const spec = flags.spec === undefined ? undefined : Number(flags.spec);
+      if (spec !== undefined && (!Number.isInteger(spec) || spec < 0))
+        throw new InputError("bad_flag", `--spec must be a number`);
+      const scenarioNames = flags.scenarios
+        ?.split(",")
+        .map((s) => s.trim())
+        .filter(Boolean);
+
+      // Read every pack first: a missing file is the operator's mistake, reported before any work.
+      const taken = new Set<string>();
+      const inputs = packs.map((file) => {
+        try {
+          return { file, label: labelOf(file, taken), bytes: readFileSync(file) };
+        } catch (err) {
+          throw new InputError(
+            "file_not_readable",
+            `${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+          );
+        }
+      });
+
+      // JSON logs go to a file: the terminal shows the progress view.
+      const stamp = new Date().toISOString().replace(/[:.]/g, "-");
+      const outDir = flags.out ? resolve(flags.out) : undefined;
+      const logDir = outDir ?? join(config.dataDir, "logs");
+      mkdirSync(logDir, { recursive: true });
+      const logFile = join(logDir, outDir ? "eval.log" : `eval-${stamp}.log`);
+      const log = createLogger({
+        level: config.logLevel,
+        destination: pino.destination({ dest: logFile, mkdir: true, sync: false }),
+      });
+
+      const ac = new AbortController();
+      let signals = 0;
+      const onSignal = () => {
+        signals++;
+        if (signals > 1) process.exit(130);
+        process.stderr.write(
+          "\ninterrupting: cleaning up containers (run the same command again to resume)...\n",
+        );
+        ac.abort(SHUTDOWN);
+      };
+      process.on("SIGINT", onSignal);
+      process.on("SIGTERM", onSignal);
+
+      const env = await openEnvironment(config, { log });
+      const view = new ProgressView(process.stdout);
+      const results: Array<{ label: string; result: Awaited<ReturnType<typeof evaluatePack>> }> = [];
+      try {
+        const { spec: specUsed, scenarios } = scenariosFor(env, {
+          ...(spec !== undefined ? { specNumber: spec } : {}),
+          ...(scenarioNames ? { scenarios: scenarioNames } : {}),
+        });
+        out(
+          `${config.llm.simulated ? "Engy simulator (no LLM_API_KEY set)" : `metering ${config.llm.baseUrl}`} · spec ${specUsed} · ${scenarios.length} scenarios · concurrency ${concurrency} · cap $${config.llm.episodeCapUsd} per episode`,
+        );
+        out(`logs: ${logFile}`);
+        const t0 = performance.now();
+        let built = 0;
+        await prepareImages(env, scenarios, {
+          signal: ac.signal,
+          onImage: (name, didBuild) => {
+            if (didBuild) {
+              built++;
+              out(`  built image ${name}`);
+            }
+          },
+        });
+        out(`images ready (${built} built, ${fmtSecs(performance.now() - t0)})`);
+
+        for (const input of inputs) {
+          if (ac.signal.aborted) break;
+          view.start(
+            `\n${input.label}`,
+            scenarios.map((s) => s.name),
+          );
+          const result = await evaluatePack(env, {
+            packBytes: input.bytes,
+            label: input.label,
+            ...(spec !== undefined ? { specNumber: spec } : {}),
+            ...(scenarioNames ? { scenarios: scenarioNames } : {}),
+            source: "local",
+            ...(outDir ? { outDir: join(outDir, input.label) } : {}),
+            concurrency,
+            signal: ac.signal,
+            onEvent: (e) => view.onEvent(e),
+          });
+          view.stop();
+          results.push({ label: input.label, result });
+          if (result.kind === "verdict" && !flags.json) {
+            const v = result.verdict;
+            out(
+              v.rejected
+                ? `${input.label}: REJECTED ${v.rejection?.code}: ${v.rejection?.message}`
+                : verdictTable(v),
+            );
+          } else if (result.kind === "discarded") {
+            out(`${input.label}: DISCARDED (${result.code}): ${result.message}`);
+          } else if (result.kind === "aborted") {
+            out(`${input.label}: interrupted (${result.reason})`);
+          }
+        }
+      } finally {
+        view.stop();
+        await env.close();
+        process.off("SIGINT", onSignal);
+        process.off("SIGTERM", onSignal);
+      }
+
+      const verdicts = results.flatMap((r) =>
+        r.result.kind === "verdict" ? [{ label: r.label, verdict: r.result.verdict }] : [],
+      );
+      if (flags.json) {
+        out(
+          JSON.stringify(
+            results.map((r) => ({ label: r.label, ...r.result })),
+            null,
+            2,
+          ),
+        );
+      } else if (verdicts.filter((v) => !v.verdict.rejected).length > 1) {
+        out(`\nleaderboard\n${leaderboard(verdicts.filter((v) => !v.verdict.rejected))}`);
+      }
+      const scored = verdicts.filter((v) => !v.verdict.rejected);
+      if (scored.length > 0) {
+        const reportPath = outDir
+          ? join(outDir, "report.html")
+          : join(config.dataDir, "reports", `eval-${stamp}.html`);
+        mkdirSync(resolve(reportPath, ".."), { recursive: true });
+        await writeFile(
+          reportPath,
+          renderReport(scored, { title: `Evaluation of ${scored.map((v) => v.label).join(", ")}` }),
+        );
+        if (!flags.json) out(`report: ${reportPath}`);
+      }
+      if (ac.signal.aborted) process.exitCode = 130;
+      else if (results.some((r) => r.result.kind !== "verdict" || r.result.verdict.rejected))
+        process.exitCode = 1;
+    });
+}

@@ -1,0 +1,173 @@
+/**
+ * The `eval` command as a miner or operator runs it: real Docker, the real meter, the in-process
+ * Engy simulator, real scenarios. Spec 900 (three quick scenarios) keeps it to minutes.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { beforeAll, describe, expect, it } from "vitest";
+import { requireDocker } from "../helpers/docker.js";
+
+const root = new URL("../..", import.meta.url).pathname;
+
+interface RunResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function evalCli(dataDir: string, args: string[], onChild?: (c: ChildProcess) => void): Promise<RunResult> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ["--import", "tsx", join(root, "src/cli.ts"), "eval", ...args], {
+      cwd: root,
+      env: {
+        ...process.env,
+        DATA_DIR: dataDir,
+        LLM_API_KEY: "",
+        ENGY_SIM_SEED: "11",
+        ENGY_SIM_LATENCY_SCALE: "0",
+      },
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+    onChild?.(child);
+  });
+}
+
+type JsonResult = Array<{
+  label: string;
+  kind: string;
+  verdict?: {
+    score: number;
+    qualified: boolean;
+    costUsd: number;
+    scenarios: Array<{ scenario: string; quality: number; passed: number; tests: number }>;
+  };
+}>;
+
+function parseJson(stdout: string): JsonResult {
+  const start = stdout.indexOf("[\n");
+  return JSON.parse(stdout.slice(start)) as JsonResult;
+}
+
+const essence = (r: JsonResult) =>
+  r.map((x) => ({
+    label: x.label,
+    kind: x.kind,
+    score: x.verdict?.score,
+    qualified: x.verdict?.qualified,
+    scenarios: x.verdict?.scenarios.map((s) => [s.scenario, s.quality, s.passed, s.tests]),
+  }));
+
+/** Containers and networks made by the given processes (other test files may be running episodes too). */
+async function leftovers(pids: number[]): Promise<number> {
+  const docker = await requireDocker();
+  let n = 0;
+  for (const pid of pids) {
+    const label = [`trajrl.pid=${pid}`];
+    n += (await docker.listContainers({ all: true, filters: { label } })).length;
+    n += (await docker.listNetworks({ filters: { label } })).length;
+  }
+  return n;
+}
+
+describe("eval (e2e)", () => {
+  let reference: JsonResult;
+
+  beforeAll(async () => {
+    await requireDocker();
+  });
+
+  it("ranks the example policies as their models imply and is the same at concurrency 1 and 3", async () => {
+    const packs = ["examples/packs/pin.json", "examples/packs/advisers.json"];
+    const c3 = await evalCli(mkdtempSync(join(tmpdir(), "eval-c3-")), [
+      ...packs,
+      "--spec",
+      "900",
+      "--concurrency",
+      "3",
+      "--json",
+    ]);
+    expect(c3.code, c3.stderr).toBe(0);
+    reference = parseJson(c3.stdout);
+    const [pin, advisers] = reference;
+    expect(pin!.kind).toBe("verdict");
+    expect(advisers!.verdict!.score).toBeGreaterThan(pin!.verdict!.score);
+    expect(pin!.verdict!.costUsd).toBeLessThan(advisers!.verdict!.costUsd);
+    expect(advisers!.verdict!.scenarios.map((s) => s.scenario)).toEqual([
+      "binary-flag-hunt",
+      "access-log-regex",
+      "git-lost-commit-recovery",
+    ]);
+
+    const c1 = await evalCli(mkdtempSync(join(tmpdir(), "eval-c1-")), [
+      ...packs,
+      "--spec",
+      "900",
+      "--concurrency",
+      "1",
+      "--json",
+    ]);
+    expect(c1.code, c1.stderr).toBe(0);
+    expect(essence(parseJson(c1.stdout))).toEqual(essence(reference));
+  }, 900_000);
+
+  it("kill -9 mid-evaluation: the same command resumes, keeps finished episodes, same verdict, nothing leaked", async () => {
+    expect(reference, "needs the first test's verdicts").toBeDefined();
+    const dataDir = mkdtempSync(join(tmpdir(), "eval-kill-"));
+    const args = ["examples/packs/advisers.json", "--spec", "900", "--concurrency", "1", "--json"];
+    // Kill once the first episode is final in SQLite, while the second one runs.
+    const pids: number[] = [];
+    const killed = await evalCli(dataDir, args, (child) => {
+      pids.push(child.pid!);
+      const timer = setInterval(() => {
+        try {
+          const db = new Database(join(dataDir, "validator.sqlite"), { readonly: true, fileMustExist: true });
+          const n = (
+            db.prepare("SELECT COUNT(*) AS n FROM episodes WHERE status = 'final'").get() as { n: number }
+          ).n;
+          const running = (
+            db.prepare("SELECT COUNT(*) AS n FROM episodes WHERE status = 'running'").get() as { n: number }
+          ).n;
+          db.close();
+          if (n >= 1 && running >= 1) {
+            clearInterval(timer);
+            setTimeout(() => child.kill("SIGKILL"), 3000);
+          }
+        } catch {
+          // not created yet
+        }
+      }, 250);
+      child.on("close", () => clearInterval(timer));
+    });
+    expect(killed.code).toBeNull();
+
+    const resumed = await evalCli(dataDir, args, (child) => pids.push(child.pid!));
+    expect(resumed.code, resumed.stderr).toBe(0);
+    const db = new Database(join(dataDir, "validator.sqlite"), { readonly: true });
+    const evals = db.prepare("SELECT id, status, verdict FROM evaluations").all() as Array<{
+      id: string;
+      status: string;
+      verdict: string;
+    }>;
+    const episodes = db
+      .prepare("SELECT scenario, attempt, status FROM episodes ORDER BY started_at")
+      .all() as Array<{ scenario: string; status: string }>;
+    db.close();
+    // One evaluation, resumed (not restarted), scored once.
+    expect(evals).toHaveLength(1);
+    expect(evals[0]!.status).toBe("scored");
+    // The episode finished before the kill was not run again; the interrupted one was.
+    const first = episodes[0]!;
+    expect(episodes.filter((e) => e.scenario === first.scenario)).toHaveLength(1);
+    expect(episodes.some((e) => e.status === "interrupted")).toBe(true);
+    const verdict = JSON.parse(evals[0]!.verdict) as { score: number; scenarios: Array<{ quality: number }> };
+    expect(verdict.score).toBe(reference[1]!.verdict!.score);
+    expect(await leftovers(pids)).toBe(0);
+  }, 900_000);
+});
