@@ -42,12 +42,12 @@ function qualitySvg(v: Verdict): string {
   return `<svg role="img" aria-label="quality per scenario" width="${labelW + barW + 110}" height="${h}">${rows}</svg>`;
 }
 
-/** One stacked bar per scenario of cost by model, with a legend. */
-function costSvg(v: Verdict, models: string[]): string {
+/** One stacked bar per scenario of cost by model, with a legend; one scale for every pack of the report. */
+function costSvg(v: Verdict, models: string[], maxCost: number): string {
   const rowH = 22;
   const labelW = 210;
   const barW = 360;
-  const max = Math.max(1e-9, ...v.scenarios.map((s) => s.costUsd));
+  const max = Math.max(1e-9, maxCost);
   const rows = v.scenarios
     .map((s, k) => {
       const y = 5 + k * rowH;
@@ -75,7 +75,7 @@ function costSvg(v: Verdict, models: string[]): string {
   return `<svg role="img" aria-label="cost by model per scenario" width="${labelW + barW + 110}" height="${h}">${rows}${legend}</svg>`;
 }
 
-function packSection(e: LeaderboardEntry, models: string[]): string {
+function packSection(e: LeaderboardEntry, models: string[], maxCost: number): string {
   const v = e.verdict;
   const byModel = Object.entries(v.byModel)
     .sort((a, b) => b[1].costUsd - a[1].costUsd)
@@ -94,7 +94,7 @@ function packSection(e: LeaderboardEntry, models: string[]): string {
 <h2>${esc(e.label)} <small>${esc(v.packHash.slice(0, 16))}…</small></h2>
 <p class="kpi"><b>score ${v.score.toFixed(4)}</b> of ${v.scenarios.length} · qualified ${v.qualified ? "yes" : "no"} · cost ${fmtUsd(v.costUsd)} (${fmtUsd(v.costUsd / Math.max(1, v.scenarios.length))} per session)</p>
 <div class="charts"><figure><figcaption>Quality per scenario</figcaption>${qualitySvg(v)}</figure>
-<figure><figcaption>Cost by model per scenario</figcaption>${costSvg(v, models)}</figure></div>
+<figure><figcaption>Cost by model per scenario</figcaption>${costSvg(v, models, maxCost)}</figure></div>
 <table><thead><tr><th>scenario</th><th>quality</th><th>tests</th><th>cost</th><th>time</th><th>attempts</th><th>failure</th></tr></thead><tbody>${rows}</tbody></table>
 <table><thead><tr><th>model</th><th>calls</th><th>prompt tok</th><th>cached tok</th><th>completion tok</th><th>cost</th></tr></thead><tbody>${byModel}</tbody></table>
 </section>`;
@@ -105,6 +105,7 @@ export function renderReport(
   meta: { title?: string; generatedAt?: string } = {},
 ): string {
   const models = [...new Set(entries.flatMap((e) => Object.keys(e.verdict.byModel)))].sort();
+  const maxCost = Math.max(0, ...entries.flatMap((e) => e.verdict.scenarios.map((s) => s.costUsd)));
   const sorted = [...entries].sort(
     (a, b) => b.verdict.score - a.verdict.score || a.verdict.costUsd - b.verdict.costUsd,
   );
@@ -134,7 +135,7 @@ figcaption{color:#475569;margin-bottom:.3rem}.lbl,.val,.lgd{font-size:12px;fill:
 </style></head><body>
 <h1>${esc(meta.title ?? "Evaluation report")}</h1>
 ${board}
-${entries.map((e) => packSection(e, models)).join("\n")}
+${entries.map((e) => packSection(e, models, maxCost)).join("\n")}
 ${prov}
 </body></html>
 `;
