@@ -10,6 +10,7 @@ import { registerMeter } from "./cli/meter.js";
 import { registerPack } from "./cli/pack.js";
 import { registerPolicy } from "./cli/policy.js";
 import { registerScenarios } from "./cli/scenarios.js";
+import { registerStatus } from "./cli/status.js";
 import { isAbortError, ValidatorError } from "./errors.js";
 import { VERSION } from "./version.js";
 
@@ -27,6 +28,7 @@ export function buildProgram(): Command {
   registerScenarios(program);
   registerMeter(program);
   registerPolicy(program);
+  registerStatus(program);
   return program;
 }
 

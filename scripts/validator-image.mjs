@@ -1,0 +1,165 @@
+#!/usr/bin/env node
+/**
+ * Build the validator image offline (docker/Dockerfile.validator).
+ *
+ * The image must not depend on a registry: no Node base image, no npm download. So this script
+ * stages, into docker/.toolchain/ (gitignored, part of the build context):
+ *   node/bin/node, node/include/node/, node/lib/node_modules/npm/   this host's Node (process.execPath,
+ *       a glibc build that runs on Debian bookworm), its headers (better-sqlite3 compiles against them:
+ *       no header download) and its npm
+ *   package-lock.json   the project's lockfile with each package's registry tarball URL filled in
+ *       (the lockfile omits them), so `npm ci --offline` can take every tarball from the cache by
+ *       integrity without asking the registry for metadata
+ *   npm-cache/_cacache  only the tarballs that lockfile names, copied from this host's npm cache
+ *       (filled by the host's own `npm ci`)
+ * and then runs `docker build` FROM the locally imported debian:bookworm-slim, never pulling.
+ *
+ *   node scripts/validator-image.mjs stage              stage only (then `docker compose build` works)
+ *   node scripts/validator-image.mjs build [--tag T] [--label k=v]…   stage + docker build (default tag
+ *                                                         trajrl/validator:<version>, also :latest)
+ */
+import { execFileSync, spawnSync } from "node:child_process";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const OUT = join(ROOT, "docker/.toolchain");
+const REGISTRY = "https://registry.npmjs.org";
+
+const say = (m) => process.stderr.write(`[validator-image] ${m}\n`);
+function die(m) {
+  process.stderr.write(`[validator-image] ERROR: ${m}\n`);
+  process.exit(1);
+}
+
+/** cp -r that skips files already staged with the same size and mtime (re-staging is cheap). */
+function copyTree(src, dst) {
+  const st = statSync(src);
+  if (st.isDirectory()) {
+    mkdirSync(dst, { recursive: true });
+    for (const name of readdirSync(src)) copyTree(join(src, name), join(dst, name));
+    return;
+  }
+  if (existsSync(dst)) {
+    const d = statSync(dst);
+    if (d.size === st.size && d.mtimeMs >= st.mtimeMs) return;
+  }
+  mkdirSync(dirname(dst), { recursive: true });
+  copyFileSync(src, dst);
+}
+
+function stageNode() {
+  const node = process.execPath;
+  const prefix = resolve(dirname(node), "..");
+  const headers = join(prefix, "include/node");
+  if (!existsSync(join(headers, "node_api.h")) || !existsSync(join(headers, "common.gypi")))
+    die(`no Node headers at ${headers} (better-sqlite3 compiles against them); install this Node's headers`);
+  const npmRoot = execFileSync("npm", ["root", "-g"], { encoding: "utf8" }).trim();
+  const npm = join(npmRoot, "npm");
+  if (!existsSync(join(npm, "bin/npm-cli.js"))) die(`no npm at ${npm}`);
+  const [major, minor] = process.versions.node.split(".").map(Number);
+  if (major < 20 || (major === 20 && minor < 18))
+    die(`Node ${process.version} is too old: the validator needs >= 20.18`);
+  say(`node ${process.version} from ${node}, npm from ${npm}`);
+  copyTree(node, join(OUT, "node/bin/node"));
+  copyTree(headers, join(OUT, "node/include/node"));
+  copyTree(npm, join(OUT, "node/lib/node_modules/npm"));
+  writeFileSync(join(OUT, "node/VERSION"), `${process.version}\n`);
+}
+
+/** registry.npmjs.org/<name>/-/<basename>-<version>.tgz: the registry's fixed tarball layout. */
+function tarballUrl(name, version) {
+  const base = name.startsWith("@") ? name.split("/")[1] : name;
+  return `${REGISTRY}/${name}/-/${base}-${version}.tgz`;
+}
+
+function stagePackages() {
+  const lock = JSON.parse(readFileSync(join(ROOT, "package-lock.json"), "utf8"));
+  const cache = join(
+    execFileSync("npm", ["config", "get", "cache"], { encoding: "utf8" }).trim(),
+    "_cacache",
+  );
+  const dst = join(OUT, "npm-cache/_cacache");
+  let staged = 0;
+  const missing = [];
+  for (const [path, entry] of Object.entries(lock.packages ?? {})) {
+    if (path === "" || entry.link || entry.inBundle || !entry.integrity) continue;
+    const name = entry.name ?? path.slice(path.lastIndexOf("node_modules/") + "node_modules/".length);
+    entry.resolved = tarballUrl(name, entry.version);
+    const [algo, b64] = entry.integrity.split(/\s+/)[0].split("-");
+    const hex = Buffer.from(b64, "base64").toString("hex");
+    const rel = join("content-v2", algo, hex.slice(0, 2), hex.slice(2, 4), hex.slice(4));
+    if (existsSync(join(cache, rel))) {
+      copyTree(join(cache, rel), join(dst, rel));
+      staged++;
+    } else
+      missing.push({
+        name,
+        version: entry.version,
+        optional: Boolean(entry.optional),
+        os: entry.os,
+        cpu: entry.cpu,
+        libc: entry.libc,
+      });
+  }
+  // Packages for other platforms are optional and never installed on linux-x64; anything else missing
+  // means the host's cache is incomplete: `npm ci` on the host fills it.
+  const forThisPlatform = (m) =>
+    (!m.os || m.os.includes("linux")) &&
+    (!m.cpu || m.cpu.includes("x64")) &&
+    (!m.libc || m.libc.includes("glibc"));
+  const needed = missing.filter((m) => !m.optional || forThisPlatform(m));
+  if (needed.length)
+    die(
+      `not in the host's npm cache: ${needed.map((m) => `${m.name}@${m.version}`).join(", ")} — run \`npm ci\` on this host first`,
+    );
+  writeFileSync(join(OUT, "package-lock.json"), `${JSON.stringify(lock, null, 2)}\n`);
+  say(`${staged} package tarballs staged (${missing.length} optional ones for other platforms skipped)`);
+}
+
+function stage() {
+  mkdirSync(OUT, { recursive: true });
+  stageNode();
+  stagePackages();
+}
+
+function build(args) {
+  const version = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).version;
+  const tags = [];
+  const labels = [];
+  for (let k = 0; k < args.length; k++) {
+    if (args[k] === "--tag") tags.push(args[++k]);
+    else if (args[k] === "--label") labels.push(args[++k]);
+    else die(`unknown argument ${args[k]}`);
+  }
+  if (tags.length === 0) tags.push(`trajrl/validator:${version}`, "trajrl/validator:latest");
+  const base = process.env.BASE_IMAGE ?? "debian:bookworm-slim";
+  if (spawnSync("docker", ["image", "inspect", base], { stdio: "ignore" }).status !== 0)
+    die(`base image ${base} is missing: run bash scripts/docker-up.sh (it imports it offline)`);
+  const argv = ["build", "--pull=false", "-f", "docker/Dockerfile.validator", "--build-arg", `BASE=${base}`];
+  for (const t of tags) argv.push("-t", t);
+  for (const l of labels) argv.push("--label", l);
+  argv.push(".");
+  say(`docker ${argv.join(" ")}`);
+  const r = spawnSync("docker", argv, { cwd: ROOT, stdio: "inherit" });
+  if (r.status !== 0) die(`docker build failed (exit ${r.status})`);
+  say(`built ${tags.join(", ")}`);
+}
+
+const [cmd, ...rest] = process.argv.slice(2);
+if (cmd === "stage") stage();
+else if (cmd === "build") {
+  stage();
+  build(rest);
+} else if (cmd === "clean") rmSync(OUT, { recursive: true, force: true });
+else die("usage: node scripts/validator-image.mjs stage | build [--tag T] [--label k=v] | clean");

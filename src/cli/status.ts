@@ -1,0 +1,108 @@
+/**
+ * `trajrl-validator status`: the status page's summary in the terminal. Asks the running daemon
+ * (/api/status); when nothing answers, reads the SQLite file directly (recent verdicts, weights,
+ * outbox) and says so. Exit code: 0 daemon healthy, 1 daemon unhealthy, 2 daemon not answering.
+ */
+import type { Command } from "commander";
+import { out, warn } from "./io.js";
+
+export const STATUS_EXIT = { healthy: 0, unhealthy: 1, noDaemon: 2 } as const;
+
+export function registerStatus(program: Command): void {
+  program
+    .command("status")
+    .description(
+      "summary of the running validator (daemon's /api/status; falls back to the database). Exit 0 healthy, 1 unhealthy, 2 daemon not answering",
+    )
+    .option("--url <url>", "status server of the daemon (default http://STATUS_HOST:STATUS_PORT)")
+    .option("--json", "print the status snapshot as JSON (the /api/status document)")
+    .option("--timeout <ms>", "how long to wait for the daemon", "3000")
+    .action(async (opts: { url?: string; json?: boolean; timeout: string }) => {
+      // Heavy modules load here, not at registration: `--help` stays fast.
+      const { loadConfig } = await import("../config.js");
+      const { InputError } = await import("../errors.js");
+      const config = loadConfig();
+      const timeoutMs = Number(opts.timeout);
+      if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
+        throw new InputError("bad_flag", `--timeout: not a positive number: ${opts.timeout}`);
+      const host =
+        config.status.host === "0.0.0.0" || config.status.host === "::" ? "127.0.0.1" : config.status.host;
+      const base = (
+        opts.url ?? `http://${host.includes(":") ? `[${host}]` : host}:${config.status.port}`
+      ).replace(/\/+$/, "");
+      try {
+        new URL(base);
+      } catch {
+        throw new InputError("bad_flag", `--url: not a URL: ${base}`);
+      }
+
+      const fromDaemon = await fetchStatus(`${base}/api/status`, timeoutMs);
+      const { renderText } = await import("../web/text.js");
+      if (fromDaemon.ok) {
+        const s = fromDaemon.snapshot;
+        if (opts.json) out(JSON.stringify(s, null, 2));
+        else process.stdout.write(renderText(s, { note: `(live, from the daemon at ${base})` }));
+        process.exitCode = s.health && !s.health.ok ? STATUS_EXIT.unhealthy : STATUS_EXIT.healthy;
+        return;
+      }
+
+      const note = `the daemon is not answering at ${base} (${fromDaemon.error}); read from ${config.dbPath}, without live data`;
+      const { existsSync } = await import("node:fs");
+      if (!existsSync(config.dbPath))
+        throw new InputError(
+          "no_status",
+          `the daemon is not answering at ${base} (${fromDaemon.error}) and there is no database at ${config.dbPath} (DATA_DIR)`,
+        );
+      const { openDb } = await import("../store/index.js");
+      const { StatusReader } = await import("../web/snapshot.js");
+      const { InfraError } = await import("../errors.js");
+      const db = openDb(config.dbPath, { readonly: true });
+      try {
+        let snapshot: import("../web/snapshot.js").StatusSnapshot;
+        try {
+          snapshot = new StatusReader(db).snapshot({ config, live: null });
+        } catch (err) {
+          throw new InfraError(
+            "status_db_unreadable",
+            `cannot read ${config.dbPath}: ${(err as Error).message} (is the database from an older version? start the validator once to migrate it)`,
+            { cause: err, retryable: false },
+          );
+        }
+        if (opts.json) out(JSON.stringify({ ...snapshot, note }, null, 2));
+        else {
+          warn(`note: ${note}`);
+          process.stdout.write(renderText(snapshot));
+        }
+      } finally {
+        db.close();
+      }
+      process.exitCode = STATUS_EXIT.noDaemon;
+    });
+}
+
+type Fetched =
+  | { ok: true; snapshot: import("../web/snapshot.js").StatusSnapshot }
+  | { ok: false; error: string };
+
+async function fetchStatus(url: string, timeoutMs: number): Promise<Fetched> {
+  try {
+    const res = await fetch(url, {
+      signal: AbortSignal.timeout(timeoutMs),
+      headers: { accept: "application/json" },
+    });
+    if (res.status !== 200) return { ok: false, error: `HTTP ${res.status}` };
+    const body = (await res.json().catch(() => undefined)) as unknown;
+    // Checked at the boundary: something else on that port must not be printed as our status.
+    const { z } = await import("zod");
+    const shape = z
+      .object({ schema: z.literal(1), version: z.string(), now: z.number(), verdicts: z.array(z.unknown()) })
+      .passthrough();
+    const parsed = shape.safeParse(body);
+    if (!parsed.success) return { ok: false, error: "the answer is not a trajrl-validator status document" };
+    return { ok: true, snapshot: parsed.data as unknown as import("../web/snapshot.js").StatusSnapshot };
+  } catch (err) {
+    const e = err as Error & { cause?: { code?: string } };
+    const why = e.name === "TimeoutError" ? `no answer within ${timeoutMs}ms` : (e.cause?.code ?? e.message);
+    return { ok: false, error: why };
+  }
+}

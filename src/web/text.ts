@@ -1,0 +1,156 @@
+/** The status summary for a terminal (`trajrl-validator status`): the page's content as plain text. Pure. */
+import { ago, duration, score, shortHash, shortKey, usd, weightShares } from "./format.js";
+import type { StatusSnapshot } from "./snapshot.js";
+
+function table(headers: string[], rows: string[][], right: ReadonlySet<number> = new Set()): string[] {
+  const widths = headers.map((h, k) => Math.max(h.length, ...rows.map((r) => (r[k] ?? "").length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, k) => (right.has(k) ? c.padStart(widths[k]!) : c.padEnd(widths[k]!)))
+      .join("  ")
+      .trimEnd();
+  return [line(headers), ...rows.map(line)].map((l) => `  ${l}`);
+}
+
+function bar(spent: number, cap: number, width = 10): string {
+  const frac = cap > 0 ? Math.max(0, Math.min(1, spent / cap)) : 0;
+  const n = Math.round(frac * width);
+  return `[${"#".repeat(n)}${".".repeat(width - n)}]`;
+}
+
+export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): string {
+  const out: string[] = [];
+  const health = s.health
+    ? s.health.ok
+      ? "healthy"
+      : `UNHEALTHY (${s.health.reasons.map((r) => r.check).join(", ")})`
+    : "";
+  out.push(
+    [
+      `trajrl-validator v${s.version}`,
+      `${s.node.network} netuid ${s.node.netuid}`,
+      s.node.simulated ? "simulated LLM" : s.node.llmBaseUrl,
+      s.startedAt === null ? "" : `up ${duration(s.now - s.startedAt)}`,
+      health,
+    ]
+      .filter(Boolean)
+      .join(" · "),
+  );
+  if (opts.note) out.push(opts.note);
+  if (s.health && !s.health.ok) for (const r of s.health.reasons) out.push(`  ! ${r.check}: ${r.message}`);
+
+  out.push("", s.alarms.length ? "ALARMS" : "ALARMS       none");
+  for (const a of s.alarms)
+    out.push(`  ${a.severity.padEnd(5)}  ${a.code}  ${a.message}  (since ${ago(a.since, s.now)})`);
+
+  out.push("");
+  const e = s.epoch;
+  out.push(
+    e
+      ? `EPOCH        ${e.epochId} · challenger ${shortKey(e.challengerHotkey)} · pack ${shortHash(e.packHash)} · spec ${e.specNumber ?? "–"} · ${e.decision} · seen ${ago(e.seenAt, s.now)}`
+      : `EPOCH        ${s.source === "database" ? "unknown (needs the daemon)" : "none seen yet"}`,
+  );
+  const w = s.winner;
+  out.push(
+    w
+      ? `WINNER       ${w.hotkey ? `${shortKey(w.hotkey)}${w.uid === null ? "" : ` uid ${w.uid}`}` : "empty seat (burn)"} · score ${score(w.score)} · pack ${shortHash(w.packHash)} · cache ${w.fresh ? "fresh" : "STALE"} (${ago(w.fetchedAt, s.now)})`
+      : "WINNER       none cached",
+  );
+  const lw = s.weights.last;
+  out.push(
+    lw
+      ? `WEIGHTS      ${lw.outcome}${lw.errorName ? ` (${lw.errorName})` : ""} · ${weightShares(lw.uids, lw.weights)}${lw.includedBlock === null ? "" : ` · block ${lw.includedBlock}`} · ${ago(lw.finishedAt ?? lw.at, s.now)}`
+      : "WEIGHTS      no attempt yet",
+  );
+  const c = s.outbox.counts;
+  out.push(
+    `OUTBOX       pending ${c.pending ?? 0} · delivered ${c.delivered ?? 0} · abandoned ${c.abandoned ?? 0}`,
+  );
+
+  out.push("");
+  const ev = s.evaluation;
+  if (ev) {
+    const done = ev.scenarios.filter((x) => x.phase === "done" || x.phase === "failed").length;
+    out.push(
+      `RUNNING      ${ev.label} · ${ev.evaluationId} · spec ${ev.spec} · ${done}/${ev.scenarios.length} done · spent ${usd(ev.spentUsd)} · ${duration(s.now - ev.startedAt)}`,
+    );
+    out.push(
+      ...table(
+        ["scenario", "phase", "try", "elapsed", "spend vs cap", "", "quality"],
+        ev.scenarios.map((p) => [
+          p.scenario,
+          p.failure ? `${p.phase} (${p.failure.code})` : p.phase,
+          p.attempt ? String(p.attempt) : "–",
+          p.phase === "queued" ? "–" : duration(p.elapsedMs),
+          bar(p.spentUsd, p.capUsd),
+          `${usd(p.spentUsd)} / ${usd(p.capUsd)}`,
+          p.quality === undefined ? "–" : score(p.quality),
+        ]),
+        new Set([2, 3, 6]),
+      ),
+    );
+  } else out.push(`RUNNING      ${s.source === "database" ? "unknown (needs the daemon)" : "idle"}`);
+
+  out.push("", "RECENT VERDICTS");
+  if (s.verdicts.length === 0) out.push("  none yet");
+  else
+    out.push(
+      ...table(
+        ["when", "pack", "what", "status", "score", "cost", "cost by model"],
+        s.verdicts.map((v) => [
+          ago(v.createdAt, s.now),
+          shortHash(v.packHash),
+          v.label ?? (v.epochId !== null ? `epoch ${v.epochId}` : v.source),
+          v.rejected ? `rejected ${v.rejection?.code ?? ""}`.trim() : v.status,
+          v.score === null ? "–" : `${score(v.score)}/${v.scenarios.length}`,
+          usd(v.costUsd),
+          Object.entries(v.costByModel)
+            .sort(([, a], [, b]) => b - a)
+            .slice(0, 3)
+            .map(([m, x]) => `${m} ${usd(x)}`)
+            .join(", ") || "–",
+        ]),
+        new Set([4, 5]),
+      ),
+    );
+
+  if (s.loops.length) {
+    out.push("", "LOOPS");
+    out.push(
+      ...table(
+        ["loop", "last ok", "ticks", "failures", "state"],
+        s.loops.map((l) => [
+          l.name,
+          ago(l.lastOkAt, s.now),
+          String(l.ticks),
+          String(l.failures),
+          l.stale
+            ? "STALE"
+            : l.lastError && (l.lastOkAt ?? 0) < l.lastError.at
+              ? `failing: ${l.lastError.code}`
+              : "ok",
+        ]),
+        new Set([2, 3]),
+      ),
+    );
+  }
+  const models = Object.entries(s.counters.meter);
+  if (models.length) {
+    out.push("", "METER (since start)");
+    out.push(
+      ...table(
+        ["model", "calls", "spend", "clamped", "refused"],
+        models.map(([m, t]) => [
+          m,
+          String(t.calls),
+          usd(t.usd),
+          String(t.clamps),
+          String(t.refusals.cap + t.refusals.allowlist),
+        ]),
+        new Set([1, 2, 3, 4]),
+      ),
+    );
+  }
+  // Text from outside (labels, alarm messages, scenario names) must not drive the terminal.
+  return `${out.map((l) => l.replace(/[\u0000-\u001f\u007f-\u009f]/g, "?")).join("\n")}\n`;
+}
