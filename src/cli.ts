@@ -9,6 +9,7 @@ import { registerEval } from "./cli/eval.js";
 import { registerMeter } from "./cli/meter.js";
 import { registerPack } from "./cli/pack.js";
 import { registerPolicy } from "./cli/policy.js";
+import { registerRun } from "./cli/run.js";
 import { registerScenarios } from "./cli/scenarios.js";
 import { registerStatus } from "./cli/status.js";
 import { isAbortError, ValidatorError } from "./errors.js";
@@ -28,6 +29,7 @@ export function buildProgram(): Command {
   registerScenarios(program);
   registerMeter(program);
   registerPolicy(program);
+  registerRun(program);
   registerStatus(program);
   return program;
 }

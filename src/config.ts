@@ -47,6 +47,7 @@ export const ENV_SCHEMA = {
   WALLET_HOTKEY: z.string().default("default"),
   WALLET_PATH: z.string().default("~/.bittensor/wallets"),
   WEIGHTS_INTERVAL_S: int(1).default(60),
+  WEIGHTS_VERSION_KEY: optional(int(0)),
   STAKE_WEIGHTED_CONSENSUS: bool.default(true),
   // Platform
   TRAJECTORYRL_API_BASE_URL: url.default("https://trajrl.com"),
@@ -98,6 +99,8 @@ export interface Config {
     walletHotkey: string;
     walletPath: string;
     weightsIntervalMs: number;
+    /** WEIGHTS_VERSION_KEY; undefined → send the subnet's WeightsVersionKey read from the chain. */
+    weightsVersionKey: number | undefined;
     stakeWeighted: boolean;
   };
   platform: {
@@ -167,6 +170,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       walletHotkey: e.WALLET_HOTKEY,
       walletPath: expandHome(e.WALLET_PATH),
       weightsIntervalMs: e.WEIGHTS_INTERVAL_S * 1000,
+      weightsVersionKey: e.WEIGHTS_VERSION_KEY,
       stakeWeighted: e.STAKE_WEIGHTED_CONSENSUS,
     },
     platform: {

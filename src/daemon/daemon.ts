@@ -1,0 +1,526 @@
+/**
+ * `trajrl-validator run`: one object that opens everything the validator needs and runs its loops.
+ *
+ *   eval      every EVAL_POLL_INTERVAL_S: signed GET epoch/current → evaluate → verdict → outbox
+ *   winner    every EVAL_POLL_INTERVAL_S: GET winner/current → winner cache (+ consensus cross-check)
+ *   outbox    every few seconds (and at once after a verdict): POST due verdicts, back-off on failure
+ *   weights   every WEIGHTS_INTERVAL_S: snapshot → winner or burn → pre-flight → set_weights
+ *   heartbeat at start and every HEARTBEAT_INTERVAL_S; replays pending log uploads
+ *
+ * stop(): stop taking work, abort the running evaluation with SHUTDOWN (it stays resumable and the
+ * next start resumes it), let the outbox attempt in flight finish, close chain, environment, db.
+ */
+import { join } from "node:path";
+import { type ChainClient, type Hotkey, loadHotkey, PolkadotChainClient } from "../chain/index.js";
+import type { Config } from "../config.js";
+import { InfraError, InputError, toValidatorError, ValidatorError } from "../errors.js";
+import { SHUTDOWN } from "../evaluation/index.js";
+import type { Logger } from "../log.js";
+import {
+  type BackoffPolicy,
+  DEFAULT_BACKOFF,
+  deliverDueVerdicts,
+  PackCache,
+  PlatformClient,
+} from "../platform/index.js";
+import { LiveStatus } from "../status/live.js";
+import {
+  type Db,
+  EvaluationRepo,
+  LogUploadRepo,
+  MARK,
+  openDb,
+  PlatformMarksRepo,
+  ScoredEpochRepo,
+  VerdictOutboxRepo,
+  WeightsRepo,
+  WinnerCacheRepo,
+} from "../store/index.js";
+import { VERSION } from "../version.js";
+import { evalIdOf } from "./decide.js";
+import { ALARM, EpochEvaluator, type FinishedEvaluation, WinnerRefresher } from "./eval-loop.js";
+import { type ArchiveEntry, collectFiles, type LogTap } from "./log-archive.js";
+import { LogUploader } from "./log-uploads.js";
+import { Loop } from "./loop.js";
+import { type EvaluationEnvironment, loadPipeline, type Pipeline } from "./pipeline.js";
+import { WeightSetter } from "./weights-loop.js";
+import { DEFAULT_WEIGHTS_BACKOFF, type WeightsBackoff } from "./weights-plan.js";
+
+export interface DaemonTiming {
+  /** How often the outbox looks for due verdicts (a fresh verdict wakes it at once). */
+  outboxPollMs: number;
+  /** The outbox's retry schedule (5 s × 2ⁿ up to 5 min by default). */
+  outboxBackoff: BackoffPolicy;
+  weightsBackoff: Omit<WeightsBackoff, "intervalMs">;
+  /** Budget from submission to inclusion of one set_weights. */
+  setWeightsTimeoutMs: number;
+  /** Pack fetch attempts for failures that may pass (5xx, timeouts) before the pack counts as rejected. */
+  packFetchAttempts: number;
+  packFetchRetryMs: number;
+  /** How long stop() waits for the evaluation to wind down (its episodes clean up). */
+  evaluationGraceMs: number;
+  /** How long stop() waits for the outbox attempt in flight (the score POST has a 30 s deadline). */
+  outboxGraceMs: number;
+  /** How long the first weights wait for the first winner refresh. */
+  firstWinnerWaitMs: number;
+}
+
+export const DEFAULT_TIMING: DaemonTiming = {
+  outboxPollMs: 5_000,
+  outboxBackoff: DEFAULT_BACKOFF,
+  weightsBackoff: DEFAULT_WEIGHTS_BACKOFF,
+  setWeightsTimeoutMs: 120_000,
+  packFetchAttempts: 3,
+  packFetchRetryMs: 2_000,
+  evaluationGraceMs: 90_000,
+  outboxGraceMs: 35_000,
+  firstWinnerWaitMs: 20_000,
+};
+
+/** Resolve when `p` settles, `ms` pass, or `signal` aborts, whichever comes first. */
+async function waitFor(p: Promise<unknown>, ms: number, signal: AbortSignal): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  await Promise.race([
+    p,
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+      onAbort = resolve;
+      signal.addEventListener("abort", onAbort, { once: true });
+    }),
+  ]);
+  clearTimeout(timer);
+  if (onAbort) signal.removeEventListener("abort", onAbort);
+}
+
+export interface DaemonOptions {
+  config: Config;
+  log: Logger;
+  live?: LiveStatus;
+  /** Copies of the daemon's log lines for the per-evaluation archive (see LogTap). */
+  logTap?: LogTap;
+  /** Run this scenario subset instead of the epoch's spec (tests, demos; never on the real subnet). */
+  scenarios?: string[];
+  timing?: Partial<DaemonTiming>;
+  /** Wall clock, ms (signatures, outbox, caches). */
+  now?: () => number;
+  // Seams. Defaults: the real pipeline, the btcli hotkey, @polkadot/api, a database at config.dbPath.
+  pipeline?: Pipeline;
+  hotkey?: Hotkey;
+  chain?: ChainClient;
+  db?: Db;
+}
+
+type State = "new" | "starting" | "running" | "stopping" | "stopped";
+
+export class Daemon {
+  readonly live: LiveStatus;
+  private readonly config: Config;
+  private readonly log: Logger;
+  private readonly timing: DaemonTiming;
+  private readonly now: () => number;
+  private state: State = "new";
+  private stopPromise: Promise<void> | undefined;
+  private resolveDone!: () => void;
+  /** Resolves once the daemon has stopped (after stop(), or a failed start). */
+  readonly done: Promise<void>;
+
+  private hotkey: Hotkey | undefined;
+  private db: Db | undefined;
+  private ownDb = false;
+  private chain: ChainClient | undefined;
+  private env: EvaluationEnvironment | undefined;
+  private platform: PlatformClient | undefined;
+  private uploader: LogUploader | undefined;
+  private loops: Loop[] = [];
+  private outboxLoop: Loop | undefined;
+  private evalLoop: Loop | undefined;
+  private readonly background = new Set<Promise<unknown>>();
+  private readonly backgroundCtrl = new AbortController();
+
+  constructor(private readonly opts: DaemonOptions) {
+    this.config = opts.config;
+    this.log = opts.log.child({ component: "daemon" });
+    this.live = opts.live ?? new LiveStatus();
+    this.timing = { ...DEFAULT_TIMING, ...opts.timing };
+    this.now = opts.now ?? Date.now;
+    this.done = new Promise((resolve) => {
+      this.resolveDone = resolve;
+    });
+  }
+
+  get hotkeySs58(): string | undefined {
+    return this.hotkey?.ss58;
+  }
+
+  get database(): Db | undefined {
+    return this.db;
+  }
+
+  /**
+   * Open everything and start the loops. Operator mistakes (no wallet, an encrypted one, a chain of
+   * the wrong network, no Docker) throw here with one clear line; what was opened is closed again.
+   */
+  async start(): Promise<void> {
+    if (this.state !== "new")
+      throw new InfraError("daemon_state", `cannot start a daemon that is ${this.state}`);
+    this.state = "starting";
+    const c = this.config;
+    try {
+      this.hotkey =
+        this.opts.hotkey ??
+        (await loadHotkey({
+          walletPath: c.chain.walletPath,
+          walletName: c.chain.walletName,
+          walletHotkey: c.chain.walletHotkey,
+        }));
+      const hotkey = this.hotkey;
+      this.log.info(
+        { version: VERSION, hotkey: hotkey.ss58, network: c.chain.network, netuid: c.chain.netuid },
+        "daemon.starting",
+      );
+      this.ownDb = this.opts.db === undefined;
+      this.db = this.opts.db ?? openDb(c.dbPath, { log: this.opts.log });
+      const db = this.db;
+
+      this.chain =
+        this.opts.chain ??
+        new PolkadotChainClient({
+          endpoint: c.chain.endpoint,
+          network: c.chain.network,
+          hotkey,
+          log: this.opts.log,
+        });
+      let chainUp = false;
+      try {
+        await this.chain.connect();
+        chainUp = true;
+      } catch (err) {
+        const e = toValidatorError(err);
+        // A chain of the wrong network or runtime is the operator's to fix: refuse to start.
+        if (e instanceof InputError || !e.retryable) throw e;
+        // An endpoint that is down now may be up in a minute: the weight loop keeps trying.
+        this.log.error({ code: e.code, err: e.message }, "daemon.chain_unavailable_at_start");
+        this.live.raise(ALARM.chainUnreachable, `chain: ${e.code}: ${e.message}`, "error");
+      }
+
+      const pipeline = this.opts.pipeline ?? (await loadPipeline());
+      this.env = await pipeline.openEnvironment(c, { log: this.opts.log, live: this.live, db });
+
+      this.platform = new PlatformClient({
+        baseUrl: c.platform.baseUrl,
+        signer: hotkey,
+        log: this.opts.log,
+        version: VERSION,
+        now: this.now,
+      });
+      const platform = this.platform;
+      const outbox = new VerdictOutboxRepo(db);
+      const winnerCache = new WinnerCacheRepo(db);
+      const marks = new PlatformMarksRepo(db);
+      this.uploader = new LogUploader({
+        repo: new LogUploadRepo(db),
+        client: platform,
+        dir: join(c.dataDir, "log-archives"),
+        log: this.opts.log,
+        now: this.now,
+      });
+
+      const evaluator = new EpochEvaluator({
+        config: c,
+        log: this.opts.log,
+        live: this.live,
+        now: this.now,
+        hotkey: hotkey.ss58,
+        platform,
+        pipeline,
+        env: this.env,
+        evaluations: new EvaluationRepo(db),
+        outbox,
+        scored: new ScoredEpochRepo(db),
+        marks,
+        packCache: PackCache.forDataDir(c.dataDir),
+        ...(this.opts.scenarios ? { scenarios: this.opts.scenarios } : {}),
+        specFor: (n) => this.specFor(n),
+        onVerdictQueued: () => this.outboxLoop?.wake(),
+        onEvaluationFinished: (f) => this.archiveInBackground(f),
+        ...(this.opts.logTap ? { logTap: this.opts.logTap } : {}),
+        packFetchAttempts: this.timing.packFetchAttempts,
+        packFetchRetryMs: this.timing.packFetchRetryMs,
+      });
+      const winner = new WinnerRefresher({
+        platform,
+        cache: winnerCache,
+        live: this.live,
+        log: this.opts.log,
+        now: this.now,
+        stakeWeighted: c.chain.stakeWeighted,
+      });
+      const weights = new WeightSetter({
+        chain: this.chain,
+        netuid: c.chain.netuid,
+        hotkey: hotkey.ss58,
+        weights: new WeightsRepo(db),
+        winnerCache,
+        marks,
+        live: this.live,
+        log: this.opts.log,
+        now: this.now,
+        winnerCacheTtlMs: c.platform.winnerCacheTtlMs,
+        ...(c.chain.weightsVersionKey !== undefined ? { versionKeyOverride: c.chain.weightsVersionKey } : {}),
+        backoff: { intervalMs: c.chain.weightsIntervalMs, ...this.timing.weightsBackoff },
+        setWeightsTimeoutMs: this.timing.setWeightsTimeoutMs,
+      });
+      if (chainUp) weights.markConnected();
+
+      const poll = c.platform.pollIntervalMs;
+      // The first weights wait (a little) for the first winner refresh: on a fresh install the
+      // cache is empty and weights set before asking the platform would burn for no reason.
+      let firstRefresh!: () => void;
+      const refreshed = new Promise<void>((resolve) => {
+        firstRefresh = resolve;
+      });
+      this.evalLoop = this.loop({ name: "eval", intervalMs: poll, tick: (s) => evaluator.tick(s) });
+      const winnerLoop = this.loop({
+        name: "winner",
+        intervalMs: poll,
+        tick: async (s) => {
+          try {
+            return await winner.tick(s);
+          } catch (err) {
+            if (!s.aborted)
+              this.live.raise(ALARM.platformUnreachable, `winner/current: ${toValidatorError(err).message}`);
+            throw err;
+          } finally {
+            firstRefresh();
+          }
+        },
+      });
+      this.outboxLoop = this.loop({
+        name: "outbox",
+        intervalMs: this.timing.outboxPollMs,
+        tick: (s) => this.deliver(s, outbox, platform),
+      });
+      const weightsLoop = this.loop({
+        name: "weights",
+        intervalMs: c.chain.weightsIntervalMs,
+        tick: async (s) => {
+          await waitFor(refreshed, this.timing.firstWinnerWaitMs, s);
+          return weights.tick(s);
+        },
+        backoffMs: (n, err) => weights.backoffAfterThrow(n, err),
+      });
+      const heartbeatLoop = this.loop({
+        name: "heartbeat",
+        intervalMs: c.platform.heartbeatIntervalMs,
+        tick: (s) => this.heartbeat(s, platform, marks),
+      });
+      this.loops = [this.evalLoop, winnerLoop, this.outboxLoop, weightsLoop, heartbeatLoop];
+
+      this.state = "running";
+      this.track(this.uploader.replay(this.backgroundCtrl.signal));
+      for (const l of this.loops) l.start();
+      this.log.info(
+        {
+          hotkey: hotkey.ss58,
+          platform: c.platform.baseUrl,
+          chain: chainUp ? "connected" : "retrying",
+          pollMs: poll,
+          weightsMs: c.chain.weightsIntervalMs,
+        },
+        "daemon.started",
+      );
+    } catch (err) {
+      this.state = "stopping";
+      await this.close().catch(() => {});
+      this.state = "stopped";
+      this.resolveDone();
+      throw err;
+    }
+  }
+
+  /** Graceful stop; idempotent. Resolves when everything is closed. */
+  stop(): Promise<void> {
+    if (this.stopPromise) return this.stopPromise;
+    if (this.state === "new" || this.state === "stopped") {
+      this.state = "stopped";
+      this.resolveDone();
+      this.stopPromise = Promise.resolve();
+      return this.stopPromise;
+    }
+    this.stopPromise = this.shutdown();
+    return this.stopPromise;
+  }
+
+  private async shutdown(): Promise<void> {
+    // A start still opening things finishes first (its failure path closes on its own).
+    while (this.state === "starting") await new Promise((r) => setTimeout(r, 20));
+    if (this.state === "stopped") return;
+    this.state = "stopping";
+    const t0 = performance.now();
+    this.log.info("daemon.stopping");
+    const graceOf = (l: Loop) =>
+      l === this.evalLoop
+        ? this.timing.evaluationGraceMs
+        : l === this.outboxLoop
+          ? this.timing.outboxGraceMs
+          : 15_000;
+    // Every loop stops taking work at once; the evaluation aborts with SHUTDOWN (resumable), the
+    // outbox finishes the POST it is making, the weight loop's transaction is left to the chain.
+    await Promise.all(this.loops.map((l) => l.stop(SHUTDOWN, graceOf(l))));
+    this.backgroundCtrl.abort(SHUTDOWN);
+    await this.settleBackground(10_000);
+    await this.close();
+    this.state = "stopped";
+    this.log.info({ ms: Math.round(performance.now() - t0) }, "daemon.stopped");
+    this.resolveDone();
+  }
+
+  private async close(): Promise<void> {
+    const steps: Array<[string, (() => Promise<void>) | undefined]> = [
+      ["environment", this.env ? () => this.env!.close() : undefined],
+      ["chain", this.chain ? () => this.chain!.disconnect() : undefined],
+    ];
+    for (const [what, step] of steps) {
+      if (!step) continue;
+      try {
+        await step();
+      } catch (err) {
+        this.log.warn({ what, err: (err as Error).message }, "daemon.close_failed");
+      }
+    }
+    if (this.ownDb && this.db?.open) this.db.close();
+  }
+
+  private loop(spec: ConstructorParameters<typeof Loop>[0]): Loop {
+    return new Loop(spec, this.live, this.opts.log);
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  /** Send due verdicts one at a time; the POST in flight is never aborted (stop waits for it). */
+  private async deliver(
+    signal: AbortSignal,
+    outbox: VerdictOutboxRepo,
+    platform: PlatformClient,
+  ): Promise<number> {
+    for (let sent = 0; sent < 64 && !signal.aborted; sent++) {
+      const r = await deliverDueVerdicts(
+        { outbox, client: platform, log: this.opts.log, policy: this.timing.outboxBackoff, now: this.now },
+        { limit: 1 },
+      );
+      if (r.rejected > 0)
+        this.live.raise(
+          ALARM.verdictRejected,
+          "the platform refused a verdict for good (see outbox.abandoned)",
+          "error",
+        );
+      if (r.delivered + r.duplicate > 0) this.live.clear(ALARM.verdictRejected);
+      if (r.attempted === 0 && r.expired === 0) break;
+    }
+    return this.timing.outboxPollMs;
+  }
+
+  private async heartbeat(
+    signal: AbortSignal,
+    platform: PlatformClient,
+    marks: PlatformMarksRepo,
+  ): Promise<undefined> {
+    const secs = (name: string) => {
+      const at = marks.get(name)?.at;
+      return at === undefined ? undefined : Math.floor(at / 1000);
+    };
+    const info = {
+      last_set_weights_at: secs(MARK.lastSetWeightsAt),
+      last_eval_at: secs(MARK.lastEvalAt),
+      llm_model: this.config.llm.defaultModel,
+      llm_base_url: this.config.llm.baseUrl,
+    };
+    const r = await platform.postHeartbeat(
+      Object.fromEntries(Object.entries(info).filter(([, v]) => v !== undefined)),
+      { signal },
+    );
+    // Uploads that did not go through earlier (platform down) get another chance on this cadence.
+    if (this.uploader && !signal.aborted) await this.uploader.replay(signal).catch(() => undefined);
+    if (r.ok) {
+      marks.set(MARK.heartbeatSent, this.now());
+      return undefined;
+    }
+    marks.set(MARK.heartbeatFailed, this.now(), r.code);
+    if (r.code === "aborted") return undefined;
+    throw new InfraError(r.code, `heartbeat not accepted: ${r.message}`, { retryable: r.retryable });
+  }
+
+  /** The spec a verdict made without the pipeline reports: the epoch's if this build knows it, else the default. */
+  private async specFor(requested: number | null): Promise<number> {
+    const want = requested ?? this.config.evaluation.specNumber;
+    try {
+      const { loadCatalogue, resolveSpecOrDefault } = await import("../scenarios/index.js");
+      return resolveSpecOrDefault(await loadCatalogue(this.config.evaluation.scenariosDir), want).spec;
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, "daemon.spec_unresolved");
+      return want ?? 0;
+    }
+  }
+
+  /** Archive the evaluation's artifacts and log lines, record it, upload it; in the background. */
+  private archiveInBackground(f: FinishedEvaluation): void {
+    const uploader = this.uploader;
+    if (!uploader) return;
+    const run = async () => {
+      const entries: ArchiveEntry[] = [
+        { name: "verdict.json", data: Buffer.from(`${JSON.stringify(f.verdict, null, 1)}\n`) },
+        ...(f.log !== null ? [{ name: "validator.log", data: Buffer.from(f.log) }] : []),
+      ];
+      if (f.evaluationId) {
+        const { entries: files, skipped } = await collectFiles(
+          join(this.config.dataDir, "runs", f.evaluationId),
+          "artifacts",
+        );
+        entries.push(...files);
+        if (skipped.length)
+          entries.push({ name: "SKIPPED.txt", data: Buffer.from(`${skipped.join("\n")}\n`) });
+      }
+      const u = await uploader.archive({
+        evalId: evalIdOf(f.plan.epochId, f.startedAtMs),
+        epochId: f.plan.epochId,
+        meta: {
+          miner_hotkey: f.plan.challengerHotkey,
+          miner_uid: f.plan.challengerUid,
+          block_height: f.blockHeight,
+          pack_hash: f.plan.packHash,
+          epoch_number: f.plan.epochId,
+          spec_number: f.verdict.spec_number,
+        },
+        entries,
+      });
+      await uploader.upload(u, this.backgroundCtrl.signal);
+    };
+    this.track(
+      run().catch((err: unknown) =>
+        this.log.warn({ epoch: f.plan.epochId, err: toValidatorError(err).message }, "logs.archive_failed"),
+      ),
+    );
+  }
+
+  private track(p: Promise<unknown>): void {
+    const q = p.catch((err: unknown) => {
+      if (!(err instanceof ValidatorError && err.code === "aborted"))
+        this.log.warn({ err: (err as Error).message }, "daemon.background_failed");
+    });
+    this.background.add(q);
+    void q.finally(() => this.background.delete(q));
+  }
+
+  private async settleBackground(ms: number): Promise<void> {
+    if (this.background.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled([...this.background]),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, ms);
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+}

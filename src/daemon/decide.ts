@@ -1,0 +1,256 @@
+/**
+ * The eval side's pure decisions: which epoch to evaluate (and whether to resume one past its
+ * start gate), the consensus cross-check over the server's votes, scenario progress events, the
+ * verdict for a pack that could not be fetched, and the log upload's eval id. No I/O, no clock.
+ */
+import { aggregate, type Vote as ConsensusVote } from "../consensus/index.js";
+import type { EpisodePhase, EvaluationEvent } from "../evaluation/types.js";
+import {
+  assessEpoch,
+  type EpochCurrent,
+  type ScenarioProgressEvent,
+  type ScenarioState,
+  type ScoreVerdict,
+  type WinnerCurrent,
+} from "../platform/index.js";
+
+// ---------------------------------------------------------------------------------------------
+// Which epoch to evaluate
+// ---------------------------------------------------------------------------------------------
+
+export interface EpochFacts {
+  /** This validator already judged the epoch (a verdict is queued or delivered). */
+  isScored(epochId: number): boolean;
+  /** An evaluation of this epoch and pack was interrupted (shutdown) and can be resumed. */
+  hasResumable(epochId: number, packHash: string): boolean;
+  /** A discarded run of this epoch asked to wait until this wall-clock ms before trying again. */
+  retryNotBefore(epochId: number): number | undefined;
+  nowMs: number;
+}
+
+export type EpochPlan =
+  | {
+      action: "evaluate";
+      epochId: number;
+      packUrl: string;
+      packHash: string;
+      specNumber: number | null;
+      challengerHotkey: string;
+      /** -1 when the server does not say (the Python daemon sends -1 too). */
+      challengerUid: number;
+      /** Resuming an interrupted evaluation (allowed past the 50 % start gate). */
+      resume: boolean;
+    }
+  | {
+      action: "skip";
+      epochId: number | null;
+      reason:
+        | "no_epoch"
+        | "already_scored"
+        | "too_late"
+        | "no_pack_url"
+        | "not_in_progress"
+        | "retry_backoff";
+    };
+
+/**
+ * assessEpoch's gates (already scored, > 50 % elapsed, no pack URL), plus two of the daemon's own:
+ * an evaluation interrupted by a restart is resumed even past the start gate (most of its episodes
+ * are done; letting it lapse would waste them and skip the epoch), and a run that was discarded
+ * (provider or infra failure) is retried only after its back-off.
+ */
+export function planEpoch(current: EpochCurrent | null, facts: EpochFacts): EpochPlan {
+  const d = assessEpoch(current, facts.isScored);
+  const epoch = current?.epoch;
+  if (!d.evaluate) {
+    const url = epoch?.challenger_pack_url;
+    if (
+      d.reason === "too_late" &&
+      epoch &&
+      url &&
+      facts.hasResumable(epoch.challenge_epoch_id, epoch.challenger_pack_hash)
+    ) {
+      return evaluatePlan(epoch, url, true);
+    }
+    return { action: "skip", epochId: d.epochId, reason: d.reason };
+  }
+  const notBefore = facts.retryNotBefore(d.epochId);
+  if (notBefore !== undefined && facts.nowMs < notBefore)
+    return { action: "skip", epochId: d.epochId, reason: "retry_backoff" };
+  return evaluatePlan(epoch!, d.packUrl, facts.hasResumable(d.epochId, d.packHash));
+}
+
+function evaluatePlan(
+  epoch: NonNullable<EpochCurrent["epoch"]>,
+  packUrl: string,
+  resume: boolean,
+): EpochPlan {
+  return {
+    action: "evaluate",
+    epochId: epoch.challenge_epoch_id,
+    packUrl,
+    packHash: epoch.challenger_pack_hash,
+    specNumber: epoch.spec_number,
+    challengerHotkey: epoch.challenger_hotkey,
+    challengerUid: epoch.challenger_uid ?? -1,
+    resume,
+  };
+}
+
+/** Wait before re-running an epoch whose run was discarded: 1 min × 2^(n−1), at most 10 min. */
+export function discardRetryDelayMs(discards: number): number {
+  const n = Math.max(1, Math.floor(discards));
+  return Math.min(10 * 60_000, 60_000 * 2 ** Math.min(n - 1, 10));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Consensus cross-check (advisory: the server's winner is adopted regardless)
+// ---------------------------------------------------------------------------------------------
+
+/** winner_state.py `_DIVERGENCE_TOLERANCE`. */
+export const DIVERGENCE_TOLERANCE = 0.01;
+/** From this spec the server's consensus is the Winsorized mean (winner_state.py `_NOISE_AWARE_SEATING_MIN_SPEC`). */
+export const NOISE_AWARE_SEATING_MIN_SPEC = 16;
+
+export type CrossCheck =
+  | { kind: "agree"; epochId: number; local: number; server: number }
+  | { kind: "diverge"; epochId: number; local: number; server: number; delta: number }
+  | {
+      kind: "not_applicable";
+      reason: "no_seat" | "winner_held" | "no_votes" | "no_server_score" | "pre_noise_aware_spec";
+    };
+
+/**
+ * Re-derive the finalized epoch's consensus score from `submissions[]` and compare it with the
+ * seated winner's score, as winner_state.py `derive_winner_state` does: only when that epoch
+ * replaced the winner (otherwise the seat's score comes from an older epoch). src/consensus
+ * Winsorizes from 4 qualified votes, which the server does only from spec 16: an older epoch
+ * with ≥ 4 qualified votes cannot be compared and is reported as not applicable.
+ */
+export function crossCheckWinner(wc: WinnerCurrent, opts: { stakeWeighted: boolean }): CrossCheck {
+  const fin = wc.finalized_epoch;
+  if (!wc.winner || !fin) return { kind: "not_applicable", reason: "no_seat" };
+  if (!fin.winner_replaced) return { kind: "not_applicable", reason: "winner_held" };
+  if (wc.winner.score === null) return { kind: "not_applicable", reason: "no_server_score" };
+  const votes: ConsensusVote[] = wc.submissions.map((s) => ({
+    validator_hotkey: s.validator_hotkey,
+    stake: s.validator_stake ?? 0,
+    qualified: s.challenger_qualified === true,
+    // A vote that did not qualify weighs in the head count only; its score plays no part.
+    score: s.challenger_score ?? (s.challenger_qualified ? Number.NaN : 0),
+    rejected: s.challenger_rejected === true,
+  }));
+  const agg = aggregate(votes, { stakeWeighted: opts.stakeWeighted });
+  if (agg.counted === 0) return { kind: "not_applicable", reason: "no_votes" };
+  const winsorizedOnServer = fin.spec_number !== null && fin.spec_number >= NOISE_AWARE_SEATING_MIN_SPEC;
+  if (agg.winsorized && !winsorizedOnServer)
+    return { kind: "not_applicable", reason: "pre_noise_aware_spec" };
+  const local = agg.score ?? 0;
+  const server = wc.winner.score;
+  const delta = Math.abs(local - server);
+  const epochId = fin.challenge_epoch_id;
+  return delta > DIVERGENCE_TOLERANCE
+    ? { kind: "diverge", epochId, local, server, delta }
+    : { kind: "agree", epochId, local, server };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenario progress (decorative: the platform's live /challenge page)
+// ---------------------------------------------------------------------------------------------
+
+/** running → running, verifying → verifying, done/failed → complete; other phases are not posted. */
+export function progressStateOf(phase: EpisodePhase): ScenarioState | null {
+  switch (phase) {
+    case "running":
+      return "running";
+    case "verifying":
+      return "verifying";
+    case "done":
+    case "failed":
+      return "complete";
+    default:
+      return null;
+  }
+}
+
+export interface ProgressContext {
+  minerHotkey: string;
+  minerUid: number;
+  specNumber?: number;
+  harnessName: string;
+  harnessVersion: string;
+  llmModel: string;
+}
+
+/**
+ * Turns an evaluation's events into the platform's progress events: one per scenario and state
+ * change (a resumed evaluation replays its finished scenarios once), with the scenario's index in
+ * the order the evaluation announced them.
+ */
+export class ProgressTracker {
+  private readonly order = new Map<string, number>();
+  private readonly last = new Map<string, ScenarioState>();
+  constructor(private readonly ctx: ProgressContext) {}
+
+  next(e: EvaluationEvent): ScenarioProgressEvent | null {
+    if (!this.order.has(e.scenario)) this.order.set(e.scenario, this.order.size);
+    const state = progressStateOf(e.phase);
+    if (state === null || this.last.get(e.scenario) === state) return null;
+    this.last.set(e.scenario, state);
+    const ev: ScenarioProgressEvent = {
+      miner_hotkey: this.ctx.minerHotkey,
+      miner_uid: this.ctx.minerUid,
+      scenario_name: e.scenario,
+      scenario_index: this.order.get(e.scenario)!,
+      total_scenarios: this.order.size,
+      state,
+      harness_name: this.ctx.harnessName,
+      harness_version: this.ctx.harnessVersion,
+      llm_model: this.ctx.llmModel,
+    };
+    if (this.ctx.specNumber !== undefined) ev.spec_number = this.ctx.specNumber;
+    if (state === "complete") {
+      ev.quality = clamp01(e.quality ?? 0);
+      ev.cost_usd = Math.max(0, e.spentUsd);
+      ev.duration_s = Math.max(0, Math.round(e.elapsedMs) / 1000);
+      if (e.failure) ev.timed_out = /timeout|deadline/i.test(e.failure.code);
+    }
+    return ev;
+  }
+}
+
+const clamp01 = (x: number) => (Number.isFinite(x) ? Math.min(1, Math.max(0, x)) : 0);
+
+// ---------------------------------------------------------------------------------------------
+// Verdicts the daemon makes itself
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The verdict for a pack that could not be fetched: a rejection, score 0, posted like any verdict.
+ * The Python daemon folds fetch and hash failures alike into `rejection_detail: "pack_verify_failed"`
+ * (validator.py `_score_challenger`, miner_eval.py SKIP_PACK_VERIFY).
+ */
+export function packFetchRejection(args: {
+  specNumber: number;
+  llmBaseUrl: string;
+  llmModel: string;
+  harnessName: string;
+  harnessVersion: string;
+}): ScoreVerdict {
+  return {
+    spec_number: args.specNumber,
+    challenger: { score: 0, qualified: false, rejected: true, rejection_detail: "pack_verify_failed" },
+    llm_base_url: args.llmBaseUrl,
+    llm_model: args.llmModel,
+    harness_name: args.harnessName,
+    harness_version: args.harnessVersion,
+  };
+}
+
+/** `YYYYMMDD_HHMMSS_e{epoch}` (UTC), as the Python v6 daemon names an eval cycle. */
+export function evalIdOf(epochId: number, atMs: number): string {
+  const iso = new Date(atMs).toISOString(); // 2026-01-02T03:04:05.678Z
+  const d = iso.slice(0, 10).replaceAll("-", "");
+  const t = iso.slice(11, 19).replaceAll(":", "");
+  return `${d}_${t}_e${epochId}`;
+}

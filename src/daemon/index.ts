@@ -1,0 +1,50 @@
+/**
+ * The daemon's public face: `Daemon` (start/stop), the log tap for per-evaluation archives, and the
+ * pure decisions of its loops (exported for tests and the status page). See ./README.md.
+ */
+export { Daemon, type DaemonOptions, type DaemonTiming, DEFAULT_TIMING } from "./daemon.js";
+export {
+  type CrossCheck,
+  crossCheckWinner,
+  DIVERGENCE_TOLERANCE,
+  discardRetryDelayMs,
+  type EpochFacts,
+  type EpochPlan,
+  evalIdOf,
+  NOISE_AWARE_SEATING_MIN_SPEC,
+  type ProgressContext,
+  ProgressTracker,
+  packFetchRejection,
+  planEpoch,
+  progressStateOf,
+} from "./decide.js";
+export { ALARM } from "./eval-loop.js";
+export {
+  type ArchiveEntry,
+  type BuiltArchive,
+  buildArchive,
+  collectFiles,
+  LogRecording,
+  LogTap,
+  planTruncation,
+} from "./log-archive.js";
+export { LogUploader, MAX_UPLOAD_ATTEMPTS, REPLAY_WINDOW_MS } from "./log-uploads.js";
+export { Loop, type LoopSpec, loopBackoffMs } from "./loop.js";
+export {
+  type EvaluationEnvironment,
+  loadPipeline,
+  type PackEvaluation,
+  type PackEvaluationRequest,
+  type Pipeline,
+} from "./pipeline.js";
+export {
+  BLOCK_TIME_MS,
+  DEFAULT_WEIGHTS_BACKOFF,
+  nextWeightsDelayMs,
+  planWeights,
+  type WeightsBackoff,
+  type WeightsPlan,
+  type WeightsPlanInput,
+  type WeightsTickOutcome,
+  type WinnerView,
+} from "./weights-plan.js";

@@ -1,0 +1,222 @@
+/**
+ * Per-evaluation log archives for the platform (POST /api/validators/logs/upload, ≤ 10 MiB):
+ * the evaluation's artifacts plus the daemon's own log lines written while it ran, as a .tar.gz.
+ * When everything does not fit, the biggest files are cut first (water-filling: every file keeps
+ * min(size, c) bytes for the largest c that fits), keeping each cut file's tail, where failures
+ * are written last. The plan is pure; reading files and gzip are the thin shell.
+ */
+import { lstat, open, readdir, readFile } from "node:fs/promises";
+import { join, relative, sep } from "node:path";
+import { gzipSync } from "node:zlib";
+import tar from "tar-stream";
+
+// ---------------------------------------------------------------------------------------------
+// Capturing the daemon's log lines (a pino destination next to stdout)
+// ---------------------------------------------------------------------------------------------
+
+export class LogRecording {
+  private lines: string[] = [];
+  private bytes = 0;
+  /** Lines dropped from the start because the recording was over its cap. */
+  dropped = 0;
+  constructor(private readonly maxBytes: number) {}
+
+  push(line: string): void {
+    this.lines.push(line);
+    this.bytes += Buffer.byteLength(line);
+    while (this.bytes > this.maxBytes && this.lines.length > 1) {
+      this.bytes -= Buffer.byteLength(this.lines.shift()!);
+      this.dropped++;
+    }
+  }
+
+  text(): string {
+    const head = this.dropped > 0 ? `{"msg":"log.truncated","droppedLines":${this.dropped}}\n` : "";
+    return head + this.lines.join("");
+  }
+}
+
+/**
+ * A pino destination (write(line)) that copies every line to the recordings in progress. Give it
+ * to pino.multistream next to stdout; the daemon starts a recording per evaluation.
+ */
+export class LogTap {
+  private readonly recordings = new Set<LogRecording>();
+
+  write(chunk: string | Uint8Array): boolean {
+    if (this.recordings.size === 0) return true;
+    const line = typeof chunk === "string" ? chunk : Buffer.from(chunk).toString("utf8");
+    for (const r of this.recordings) r.push(line);
+    return true;
+  }
+
+  start(maxBytes = 4 * 1024 * 1024): LogRecording {
+    const r = new LogRecording(maxBytes);
+    this.recordings.add(r);
+    return r;
+  }
+
+  stop(r: LogRecording): string {
+    this.recordings.delete(r);
+    return r.text();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The plan (pure)
+// ---------------------------------------------------------------------------------------------
+
+/** Bytes each file keeps so the total fits `budget`, cutting the biggest files first. */
+export function planTruncation(sizes: readonly number[], budget: number): number[] {
+  const total = sizes.reduce((a, b) => a + b, 0);
+  if (total <= budget) return [...sizes];
+  const order = sizes.map((_, i) => i).sort((a, b) => sizes[a]! - sizes[b]!);
+  let remaining = Math.max(0, Math.floor(budget));
+  const keep = new Array<number>(sizes.length).fill(0);
+  for (let k = 0; k < order.length; k++) {
+    const i = order[k]!;
+    const left = order.length - k;
+    const fair = Math.floor(remaining / left);
+    if (sizes[i]! <= fair) {
+      keep[i] = sizes[i]!;
+      remaining -= sizes[i]!;
+    } else {
+      // Every file from here on is at least this big: they all keep the same share.
+      for (let j = k; j < order.length; j++) keep[order[j]!] = fair;
+      break;
+    }
+  }
+  return keep;
+}
+
+/** tar's cost per entry beyond its data: a 512-byte header and padding to a 512-byte block. */
+const TAR_ENTRY_OVERHEAD = 1024;
+const TAR_END = 1024;
+
+export interface ArchiveEntry {
+  /** Relative path inside the archive. */
+  name: string;
+  data: Buffer;
+}
+
+export interface BuiltArchive {
+  gz: Buffer;
+  /** Files that were cut: name → original size. */
+  truncated: Record<string, number>;
+  files: number;
+}
+
+/** Build a .tar.gz of `entries` no larger than `maxBytes`, cutting the biggest files first. */
+export async function buildArchive(
+  entries: readonly ArchiveEntry[],
+  maxBytes: number,
+): Promise<BuiltArchive> {
+  // The uncompressed tar is kept under the limit, so the gzip (which can only grow incompressible
+  // data by a few bytes per 32 KiB block) always fits; a second pass with a tighter budget covers it.
+  let budget = Math.floor(maxBytes * 0.99) - TAR_END - TAR_ENTRY_OVERHEAD * (entries.length + 1);
+  for (let pass = 0; pass < 4; pass++) {
+    const keep = planTruncation(
+      entries.map((e) => e.data.length),
+      Math.max(0, budget),
+    );
+    const truncated: Record<string, number> = {};
+    const parts: ArchiveEntry[] = entries.map((e, i) => {
+      const k = keep[i]!;
+      if (k >= e.data.length) return e;
+      truncated[e.name] = e.data.length;
+      return { name: e.name, data: e.data.subarray(e.data.length - k) };
+    });
+    if (Object.keys(truncated).length > 0) {
+      const note = Object.entries(truncated)
+        .map(
+          ([n, size]) =>
+            `${n}: kept the last ${keep[entries.findIndex((e) => e.name === n)]} of ${size} bytes`,
+        )
+        .join("\n");
+      parts.push({ name: "TRUNCATED.txt", data: Buffer.from(`${note}\n`) });
+    }
+    const gz = gzipSync(await packTar(parts));
+    if (gz.length <= maxBytes) return { gz, truncated, files: parts.length };
+    budget = Math.floor(budget / 2);
+  }
+  return { gz: gzipSync(await packTar([])), truncated: {}, files: 0 };
+}
+
+async function packTar(entries: readonly ArchiveEntry[]): Promise<Buffer> {
+  const pack = tar.pack();
+  const chunks: Buffer[] = [];
+  const done = new Promise<Buffer>((resolve, reject) => {
+    pack.on("data", (c) => {
+      chunks.push(c as Buffer);
+    });
+    pack.on("end", () => resolve(Buffer.concat(chunks)));
+    pack.on("error", reject);
+  });
+  const mtime = new Date();
+  for (const e of entries) pack.entry({ name: e.name, mode: 0o644, mtime }, e.data);
+  pack.finalize();
+  return done;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading an evaluation's artifacts
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Regular files under `dir` (recursively, symlinks not followed), as archive entries under
+ * `prefix/`. A missing dir is no artifacts. Reading is bounded: at most `maxFiles` files, the last
+ * `perFileMax` bytes of each (more could never fit the archive anyway) and `totalMax` bytes in all;
+ * what is left out is listed in `skipped`.
+ */
+export async function collectFiles(
+  dir: string,
+  prefix: string,
+  limits: { maxFiles?: number; perFileMax?: number; totalMax?: number } = {},
+): Promise<{ entries: ArchiveEntry[]; skipped: string[] }> {
+  const maxFiles = limits.maxFiles ?? 2_000;
+  const perFileMax = limits.perFileMax ?? 10 * 1024 * 1024;
+  const totalMax = limits.totalMax ?? 64 * 1024 * 1024;
+  const entries: ArchiveEntry[] = [];
+  const skipped: string[] = [];
+  let total = 0;
+  const walk = async (d: string): Promise<void> => {
+    let names: string[];
+    try {
+      names = (await readdir(d)).sort();
+    } catch {
+      return;
+    }
+    for (const n of names) {
+      const p = join(d, n);
+      const st = await lstat(p).catch(() => undefined);
+      if (!st) continue;
+      const name = `${prefix}/${relative(dir, p).split(sep).join("/")}`;
+      if (st.isDirectory()) await walk(p);
+      else if (st.isFile()) {
+        const want = Math.min(st.size, perFileMax);
+        if (entries.length >= maxFiles || total + want > totalMax) {
+          skipped.push(name);
+          continue;
+        }
+        const data = await readTail(p, st.size, want).catch(() => undefined);
+        if (!data) continue;
+        entries.push({ name, data });
+        total += data.length;
+      }
+    }
+  };
+  await walk(dir);
+  return { entries, skipped };
+}
+
+async function readTail(path: string, size: number, want: number): Promise<Buffer> {
+  if (want >= size) return readFile(path);
+  const fh = await open(path, "r");
+  try {
+    const buf = Buffer.alloc(want);
+    const { bytesRead } = await fh.read(buf, 0, want, size - want);
+    return buf.subarray(0, bytesRead);
+  } finally {
+    await fh.close();
+  }
+}

@@ -1,0 +1,259 @@
+/**
+ * The weight loop's work (issue 9 part 3): every tick a fresh snapshot of the subnet, the plan
+ * (weights-plan.ts: winner or burn, float → u16, pre-flight), and when the rate limit allows,
+ * set_weights. Every attempt is recorded before it is sent and completed with what the chain said
+ * (WeightsRepo), and reported to LiveStatus. The tick returns when to look again.
+ */
+import type { ChainClient, SetWeightsResult } from "../chain/index.js";
+import { InputError, toValidatorError, ValidatorError } from "../errors.js";
+import type { Logger } from "../log.js";
+import type { LiveStatus } from "../status/live.js";
+import { MARK, type PlatformMarksRepo, type WeightsRepo, type WinnerCacheRepo } from "../store/index.js";
+import { ALARM } from "./eval-loop.js";
+import {
+  nextWeightsDelayMs,
+  planWeights,
+  type WeightsBackoff,
+  type WeightsTickOutcome,
+} from "./weights-plan.js";
+
+export interface WeightSetterDeps {
+  chain: ChainClient;
+  netuid: number;
+  hotkey: string;
+  weights: WeightsRepo;
+  winnerCache: WinnerCacheRepo;
+  marks: PlatformMarksRepo;
+  live: LiveStatus;
+  log: Logger;
+  /** Wall clock, ms (the winner cache's age). */
+  now: () => number;
+  winnerCacheTtlMs: number;
+  versionKeyOverride?: number;
+  backoff: WeightsBackoff;
+  setWeightsTimeoutMs: number;
+}
+
+export class WeightSetter {
+  private readonly log: Logger;
+  /** Consecutive failures of the same kind, for the back-off. */
+  private streak: { kind: string; n: number } = { kind: "", n: 0 };
+  private connected = false;
+
+  constructor(private readonly d: WeightSetterDeps) {
+    this.log = d.log.child({ component: "weights", netuid: d.netuid });
+  }
+
+  /** Connect if the start-up connection failed; the client reconnects on its own after that. */
+  async ensureConnected(signal: AbortSignal): Promise<void> {
+    if (this.connected) return;
+    await this.d.chain.connect({ signal });
+    this.connected = true;
+    this.d.live.clear(ALARM.chainUnreachable);
+  }
+
+  markConnected(): void {
+    this.connected = true;
+  }
+
+  /** Back-off for a tick that threw (snapshot, connect): operator problems wait long, the rest retry soon. */
+  backoffAfterThrow(failures: number, err: unknown): number {
+    const e = toValidatorError(err);
+    const permanent = e instanceof InputError || (e instanceof ValidatorError && !e.retryable);
+    if (permanent) this.d.live.raise(ALARM.weightsBlocked, `${e.code}: ${e.message}`, "error");
+    else if (failures >= 3)
+      this.d.live.raise(
+        ALARM.chainUnreachable,
+        `chain: ${e.code}: ${e.message} (${failures} failures)`,
+        "error",
+      );
+    return nextWeightsDelayMs(
+      permanent ? { kind: "blocked" } : { kind: "failed", errorKind: "transient" },
+      failures,
+      this.d.backoff,
+    );
+  }
+
+  async tick(signal: AbortSignal): Promise<number> {
+    const d = this.d;
+    await this.ensureConnected(signal);
+    const snap = await d.chain.snapshot(d.netuid, { signal });
+    const cached = d.winnerCache.read(d.now(), d.winnerCacheTtlMs);
+    const plan = planWeights({
+      snapshot: snap,
+      hotkey: d.hotkey,
+      cached,
+      ...(d.versionKeyOverride !== undefined ? { versionKeyOverride: d.versionKeyOverride } : {}),
+      maxCacheAgeMs: d.winnerCacheTtlMs,
+    });
+    if (plan.reason === "stale_winner_cache")
+      d.live.raise(
+        ALARM.winnerCacheStale,
+        cached
+          ? `the winner cache is ${Math.round(cached.ageMs / 60_000)} min old (limit ${Math.round(d.winnerCacheTtlMs / 60_000)} min): burning to the owner`
+          : "no winner was ever fetched from the platform: burning to the owner",
+        "warn",
+      );
+    else if (plan.reason !== null) d.live.clear(ALARM.winnerCacheStale);
+
+    if (plan.kind === "wait") {
+      this.log.debug(
+        { block: snap.block, blocksUntilAllowed: plan.blocksUntilAllowed },
+        "weights.rate_limited",
+      );
+      d.live.clear(ALARM.weightsBlocked);
+      return this.delay({ kind: "wait", blocksUntilAllowed: plan.blocksUntilAllowed });
+    }
+    if (plan.kind === "blocked") {
+      const message = plan.problems.map((p) => `${p.code}: ${p.message}`).join("; ");
+      const id = d.weights.start({
+        netuid: d.netuid,
+        block: snap.block,
+        mode: "set_weights",
+        reason: plan.reason ?? undefined,
+        uids: plan.uids,
+        weights: plan.weights,
+        versionKey: plan.versionKey,
+      });
+      d.weights.finish(id, {
+        outcome: "skipped",
+        errorName: plan.problems[0]?.code,
+        errorKind: "permanent",
+        message,
+      });
+      d.live.raise(ALARM.weightsBlocked, `weights not set: ${message}`, "error");
+      d.live.weights({
+        at: d.now(),
+        outcome: "skipped",
+        uids: plan.uids,
+        weights: plan.weights,
+        reason: plan.reason ?? "blocked",
+        errorName: plan.problems[0]?.code ?? null,
+        block: snap.block,
+      });
+      const delay = this.delay({ kind: "blocked" });
+      this.log.error({ block: snap.block, problems: plan.problems, retryInMs: delay }, "weights.blocked");
+      return delay;
+    }
+
+    const mode = snap.commitRevealEnabled ? "commit_timelocked_weights" : "set_weights";
+    const id = d.weights.start({
+      netuid: d.netuid,
+      block: snap.block,
+      mode,
+      reason: plan.reason,
+      uids: plan.uids,
+      weights: plan.weights,
+      versionKey: plan.versionKey,
+    });
+    const fields = {
+      attempt: id,
+      block: snap.block,
+      uid: plan.myUid,
+      reason: plan.reason,
+      uids: plan.uids,
+      weights: plan.weights,
+      versionKey: plan.versionKey,
+      winner: plan.winner?.hotkey,
+    };
+    this.log.info(fields, "weights.setting");
+    let res: SetWeightsResult;
+    try {
+      res = await d.chain.setWeights(d.netuid, plan.uids, plan.weights, plan.versionKey, {
+        signal,
+        timeoutMs: d.setWeightsTimeoutMs,
+      });
+    } catch (err) {
+      const e = toValidatorError(err, "chain_set_weights_failed");
+      const permanent = e.failureClass === "input" || !e.retryable;
+      d.weights.finish(id, {
+        outcome: "failed",
+        errorName: e.code,
+        errorKind: permanent ? "permanent" : "transient",
+        message: e.message,
+      });
+      this.report(plan, snap.block, { outcome: "failed", errorName: e.code });
+      this.log.warn({ ...fields, code: e.code, err: e.message }, "weights.failed");
+      return this.failed(permanent ? "permanent" : "transient", `${e.code}: ${e.message}`);
+    }
+    d.weights.finish(id, {
+      outcome: res.outcome,
+      errorName: res.errorName,
+      errorKind: res.errorKind,
+      message: res.message,
+      txHash: res.txHash,
+      blockHash: res.blockHash,
+      includedBlock: res.blockNumber,
+      nonce: res.nonce,
+      resubmissions: res.resubmissions,
+      revealRound: res.revealRound,
+      mode: res.mode,
+    });
+    this.report(plan, snap.block, {
+      outcome: res.outcome,
+      errorName: res.errorName ?? null,
+      txHash: res.txHash ?? null,
+      block: res.blockNumber ?? snap.block,
+    });
+    if (res.outcome === "included") {
+      d.marks.set(MARK.lastSetWeightsAt, d.now(), res.txHash);
+      d.live.clear(ALARM.weightsBlocked);
+      d.live.clear(ALARM.weightsFailing);
+      d.live.clear(ALARM.chainUnreachable);
+      this.log.info(
+        { ...fields, txHash: res.txHash, included: res.blockNumber, mode: res.mode },
+        "weights.included",
+      );
+      return this.delay({ kind: "included" });
+    }
+    // Outcomes without a name (timeout, aborted, dropped) are worth another try soon.
+    const kind = res.errorKind ?? "transient";
+    this.log.warn(
+      { ...fields, outcome: res.outcome, error: res.errorName, kind, txHash: res.txHash, msg: res.message },
+      "weights.not_included",
+    );
+    if (kind === "rate_limited") {
+      // The chain saw weights we did not (another process with this hotkey?): wait for the window.
+      this.streak = { kind: "", n: 0 };
+      return this.delay({ kind: "failed", errorKind: "rate_limited" });
+    }
+    return this.failed(kind, `${res.outcome} ${res.errorName ?? ""} ${res.message ?? ""}`.trim());
+  }
+
+  private failed(kind: "transient" | "permanent", message: string): number {
+    const n = this.bump(kind);
+    if (kind === "permanent")
+      this.d.live.raise(ALARM.weightsBlocked, `set_weights refused: ${message}`, "error");
+    else if (n >= 3)
+      this.d.live.raise(ALARM.weightsFailing, `set_weights failed ${n} times in a row: ${message}`, "error");
+    return nextWeightsDelayMs({ kind: "failed", errorKind: kind }, n, this.d.backoff);
+  }
+
+  private delay(outcome: WeightsTickOutcome): number {
+    if (outcome.kind === "blocked") return nextWeightsDelayMs(outcome, this.bump("blocked"), this.d.backoff);
+    this.streak = { kind: "", n: 0 };
+    return nextWeightsDelayMs(outcome, 0, this.d.backoff);
+  }
+
+  private bump(kind: string): number {
+    this.streak = this.streak.kind === kind ? { kind, n: this.streak.n + 1 } : { kind, n: 1 };
+    return this.streak.n;
+  }
+
+  private report(
+    plan: { uids: number[]; weights: number[]; reason: string },
+    block: number,
+    r: { outcome: string; errorName?: string | null; txHash?: string | null; block?: number | null },
+  ): void {
+    this.d.live.weights({
+      at: this.d.now(),
+      outcome: r.outcome,
+      uids: plan.uids,
+      weights: plan.weights,
+      reason: plan.reason,
+      errorName: r.errorName ?? null,
+      txHash: r.txHash ?? null,
+      block: r.block ?? block,
+    });
+  }
+}

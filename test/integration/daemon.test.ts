@@ -1,0 +1,511 @@
+/**
+ * The daemon's loops end to end against the fakes: the FakePlatform (real HTTP on loopback, every
+ * signature verified), the subtensor test node (real metadata, every extrinsic decoded and its
+ * signature verified), a btcli wallet file, a real SQLite file, the real chain client; the
+ * evaluation is the real evaluation core with a scripted episode runner (no Docker here; the
+ * e2e test runs the real pipeline).
+ */
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { gunzipSync } from "node:zlib";
+import pino from "pino";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { loadHotkey, PolkadotChainClient } from "../../src/chain/index.js";
+import type { Config } from "../../src/config.js";
+import { Daemon, type DaemonTiming, LogTap } from "../../src/daemon/index.js";
+import { createLogger } from "../../src/log.js";
+import { LiveStatus } from "../../src/status/live.js";
+import {
+  EvaluationRepo,
+  openDb,
+  ScoredEpochRepo,
+  VerdictOutboxRepo,
+  WeightsRepo,
+} from "../../src/store/index.js";
+import { FakePlatform } from "../fakes/platform.js";
+import {
+  type CorePipelineOptions,
+  corePipeline,
+  startSubnet,
+  type TestSubnet,
+  type TestWallet,
+  testConfig,
+  until,
+  writeWallet,
+} from "../helpers/daemon.js";
+
+const PIN = join(import.meta.dirname, "../../examples/packs/pin.json");
+let pinBytes: Buffer;
+
+const FAST: Partial<DaemonTiming> = {
+  outboxPollMs: 100,
+  outboxBackoff: { initialMs: 300, factor: 2, maxMs: 2_000, jitter: 0, maxAgeMs: 24 * 3_600_000 },
+  weightsBackoff: { transientBaseMs: 200, permanentMaxMs: 2_000 },
+  setWeightsTimeoutMs: 20_000,
+  packFetchAttempts: 2,
+  packFetchRetryMs: 50,
+};
+
+interface World {
+  dir: string;
+  wallet: TestWallet;
+  subnet: TestSubnet;
+  fake: FakePlatform;
+  config: Config;
+}
+
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!().catch(() => {});
+});
+
+beforeAll(async () => {
+  pinBytes = await readFile(PIN);
+});
+
+async function world(env: Record<string, string> = {}): Promise<World> {
+  const dir = await mkdtemp(join(tmpdir(), "daemon-it-"));
+  cleanups.push(() => rm(dir, { recursive: true, force: true }));
+  const wallet = await writeWallet(dir);
+  const subnet = await startSubnet(wallet.ss58);
+  cleanups.push(() => subnet.node.stop());
+  const fake = await FakePlatform.start({ validators: [wallet.ss58] });
+  cleanups.push(() => fake.close());
+  const config = testConfig({
+    dataDir: join(dir, "data"),
+    wallet,
+    platformUrl: fake.url,
+    chainUrl: subnet.node.url,
+    env,
+  });
+  return { dir, wallet, subnet, fake, config };
+}
+
+interface Running {
+  daemon: Daemon;
+  live: LiveStatus;
+  seen: ReturnType<typeof corePipeline>["seen"];
+  logs: string[];
+}
+
+async function startDaemon(
+  w: World,
+  p: CorePipelineOptions,
+  timing: Partial<DaemonTiming> = {},
+): Promise<Running> {
+  const live = new LiveStatus();
+  const { pipeline, seen } = corePipeline(p);
+  const tap = new LogTap();
+  const logs: string[] = [];
+  const dump = process.env.DAEMON_TEST_LOG;
+  const log = createLogger({
+    level: "debug",
+    destination: pino.multistream([
+      { stream: tap, level: "trace" },
+      { stream: { write: (l: string) => void logs.push(l) }, level: "trace" },
+      ...(dump
+        ? [{ stream: pino.destination({ dest: dump, sync: true, append: true }), level: "trace" as const }]
+        : []),
+    ]),
+  });
+  const hotkey = await loadHotkey(w.config.chain);
+  const chain = new PolkadotChainClient({
+    endpoint: w.config.chain.endpoint,
+    network: "finney",
+    hotkey,
+    log,
+    reconnectDelayMs: 150,
+    pollIntervalMs: 100,
+  });
+  const daemon = new Daemon({
+    config: w.config,
+    log,
+    live,
+    logTap: tap,
+    pipeline,
+    chain,
+    scenarios: p.scenarios,
+    timing: { ...FAST, ...timing },
+  });
+  cleanups.push(() => daemon.stop());
+  await daemon.start();
+  return { daemon, live, seen, logs };
+}
+
+const scoreRequests = (fake: FakePlatform, epochId: number) =>
+  fake.requests("epoch.score").filter((r) => r.path === `/api/v2/epoch/${epochId}/score`);
+
+function setWeightsOf(subnet: TestSubnet) {
+  return subnet.node.received.filter((r) => r.call?.method === "setWeights");
+}
+
+function expectEveryExtrinsicVerifies(subnet: TestSubnet): void {
+  expect(subnet.node.received.length).toBeGreaterThan(0);
+  for (const r of subnet.node.received) {
+    expect(r.verifyError).toBeUndefined();
+    expect(r.signatureValid).toBe(true);
+  }
+}
+
+function seat(s: TestSubnet) {
+  return {
+    success: true,
+    winner: {
+      hotkey: s.winner,
+      uid: s.uids.winner,
+      pack_hash: "cd".repeat(32),
+      score: 1.5,
+      since_epoch_id: 7,
+    },
+    finalized_epoch: null,
+    submissions: [],
+  };
+}
+
+describe("daemon against the fake platform and the subtensor test node", () => {
+  it("evaluates the epoch, survives a 503 on the first POST, posts one signed verdict, heartbeats, reports progress, uploads logs, and sets weights for the seated winner", async () => {
+    const w = await world();
+    w.fake.winnerResponse = seat(w.subnet);
+    w.fake.inject("epoch.score", { kind: "status", status: 503 });
+    const epoch = w.fake.openEpoch({
+      packBytes: pinBytes,
+      challengerHotkey: w.subnet.challenger,
+      challengerUid: w.subnet.uids.challenger,
+      specNumber: 900,
+    });
+    const r = await startDaemon(w, {
+      scenarios: ["alpha", "beta"],
+      script: (s) => ({ quality: s === "alpha" ? 1 : 0.5 }),
+    });
+
+    await until(
+      () => (w.fake.scores.get(epoch.challenge_epoch_id)?.length ?? 0) === 1,
+      30_000,
+      "the verdict",
+    );
+    const posts = scoreRequests(w.fake, epoch.challenge_epoch_id);
+    expect(posts.map((p) => p.status)).toEqual([503, 200]);
+    // The fake verifies every signature against `trajectoryrl-challenge-score:{hotkey}:{ts}:{epoch}`.
+    expect(posts[1]!.signature).toMatchObject({ valid: true });
+    expect(posts[1]!.signature!.message).toMatch(
+      new RegExp(`^trajectoryrl-challenge-score:${w.wallet.ss58}:\\d+:${epoch.challenge_epoch_id}$`),
+    );
+    const body = w.fake.scores.get(epoch.challenge_epoch_id)![0]!;
+    expect(body).toMatchObject({
+      validator_hotkey: w.wallet.ss58,
+      spec_number: 900,
+      challenger: { score: 1.5, qualified: true },
+      harness_name: "trajrl-validator-ts",
+    });
+    expect(Object.keys((body.challenger as { scenario_results: object }).scenario_results)).toEqual([
+      "alpha",
+      "beta",
+    ]);
+
+    const db = r.daemon.database!;
+    const outbox = new VerdictOutboxRepo(db);
+    await until(() => outbox.get(epoch.challenge_epoch_id, w.wallet.ss58)?.state === "delivered", 5_000);
+    const entry = outbox.get(epoch.challenge_epoch_id, w.wallet.ss58)!;
+    expect(entry).toMatchObject({ state: "delivered", outcome: "delivered", attempts: 2, lastStatus: 200 });
+    expect(new ScoredEpochRepo(db).get(epoch.challenge_epoch_id, w.wallet.ss58)).toMatchObject({
+      score: 1.5,
+      qualified: true,
+      packHash: epoch.challenger_pack_hash,
+    });
+
+    // Heartbeat at start, signed.
+    expect(w.fake.heartbeats.length).toBeGreaterThanOrEqual(1);
+    expect(w.fake.requests("validators.heartbeat")[0]!.signature).toMatchObject({ valid: true });
+
+    // Progress: running / verifying / complete per scenario, each signed with the scenario in the message.
+    await until(() => w.fake.progress.length >= 6, 5_000, "progress events");
+    const states = w.fake.progress.map((p) => `${p.scenario_name}:${p.state}`);
+    expect(states).toEqual(
+      expect.arrayContaining(["alpha:running", "alpha:verifying", "alpha:complete", "beta:complete"]),
+    );
+    expect(w.fake.requests("epoch.scenario_progress").every((q) => q.signature?.valid)).toBe(true);
+    expect(w.fake.progress.find((p) => p.scenario_name === "alpha" && p.state === "complete")).toMatchObject({
+      quality: 1,
+      miner_hotkey: w.subnet.challenger,
+      miner_uid: w.subnet.uids.challenger,
+      scenario_index: 0,
+      total_scenarios: 2,
+    });
+
+    // The evaluation's log archive: multipart, signed, with the daemon's lines of that evaluation.
+    await until(() => w.fake.logs.length === 1, 10_000, "the log upload");
+    const up = w.fake.logs[0]!;
+    expect(up.fields).toMatchObject({
+      miner_hotkey: w.subnet.challenger,
+      miner_uid: String(w.subnet.uids.challenger),
+      pack_hash: epoch.challenger_pack_hash,
+      epoch_number: String(epoch.challenge_epoch_id),
+      spec_number: "900",
+    });
+    expect(up.fields.eval_id).toMatch(new RegExp(`^\\d{8}_\\d{6}_e${epoch.challenge_epoch_id}$`));
+    const tarText = gunzipSync(up.archive).toString("latin1");
+    expect(tarText).toContain("verdict.json");
+    expect(tarText).toContain("validator.log");
+    expect(tarText).toContain('"msg":"episode.finished"');
+
+    // Weights: 100 % to the winner's uid, the chain's version key, included with WeightsSet.
+    await until(() => setWeightsOf(w.subnet).some((x) => x.outcome === "success"), 20_000, "set_weights");
+    const tx = setWeightsOf(w.subnet).find((x) => x.outcome === "success")!;
+    expect(tx.signer).toBe(w.wallet.ss58);
+    expect(tx.call!.args).toMatchObject({
+      netuid: 11,
+      dests: [w.subnet.uids.winner],
+      weights: [65535],
+      version_key: 3,
+    });
+    const attempt = new WeightsRepo(db).lastIncluded(11)!;
+    expect(attempt).toMatchObject({
+      reason: "winner",
+      uids: [2],
+      weights: [65535],
+      versionKey: 3,
+      outcome: "included",
+    });
+    expect(attempt.txHash).toBe(tx.hash);
+    expect(r.live.lastWeights).toMatchObject({ outcome: "included", uids: [2], reason: "winner" });
+
+    // Never skips a window: once the rate limit (5 blocks) has passed, it sets them again.
+    const before = setWeightsOf(w.subnet).length;
+    await new Promise((res) => setTimeout(res, 1_500));
+    expect(setWeightsOf(w.subnet).length).toBe(before);
+    w.subnet.node.advance(5);
+    await until(() => setWeightsOf(w.subnet).length > before, 10_000, "the next window");
+    expectEveryExtrinsicVerifies(w.subnet);
+    // The evaluation made exactly one pipeline call, and the loops all ticked.
+    expect(r.seen.calls).toHaveLength(1);
+    for (const name of ["eval", "winner", "outbox", "weights", "heartbeat"])
+      expect(r.live.loops.get(name)?.ticks).toBeGreaterThan(0);
+  });
+
+  it("burns to the owner with no seat, backs off on SettingWeightsTooFast, and survives a dropped websocket", async () => {
+    const w = await world();
+    const r = await startDaemon(w, { scenarios: ["alpha"] });
+    const node = w.subnet.node;
+    await until(() => setWeightsOf(w.subnet).some((x) => x.outcome === "success"), 20_000, "the burn");
+    expect(setWeightsOf(w.subnet)[0]!.call!.args).toMatchObject({
+      dests: [w.subnet.uids.owner],
+      weights: [65535],
+    });
+    const weightsRepo = new WeightsRepo(r.daemon.database!);
+    await until(() => weightsRepo.lastIncluded(11) !== undefined, 5_000, "the attempt row");
+    expect(weightsRepo.lastIncluded(11)).toMatchObject({ reason: "no_seat", uids: [0] });
+
+    // Another writer with our hotkey sets weights between our snapshot and our inclusion.
+    node.holdInclusion = true;
+    const n0 = setWeightsOf(w.subnet).length;
+    node.advance(5);
+    await until(() => setWeightsOf(w.subnet).length > n0, 10_000, "the held submission");
+    node.subnet(11).neurons[w.subnet.uids.me]!.lastUpdate = node.head.number;
+    node.release();
+    await until(
+      () => setWeightsOf(w.subnet).at(-1)!.outcome === "SettingWeightsTooFast",
+      10_000,
+      "the rejection",
+    );
+    const repo = new WeightsRepo(r.daemon.database!);
+    await until(() => repo.recent(11, 1)[0]?.outcome === "failed", 10_000, "the failed attempt row");
+    expect(repo.recent(11, 1)[0]).toMatchObject({
+      errorName: "SettingWeightsTooFast",
+      errorKind: "rate_limited",
+    });
+    // It waits for the window instead of hammering the chain.
+    const n1 = setWeightsOf(w.subnet).length;
+    await new Promise((res) => setTimeout(res, 2_500));
+    expect(setWeightsOf(w.subnet).length).toBe(n1);
+    node.advance(5);
+    await until(
+      () => setWeightsOf(w.subnet).length > n1 && setWeightsOf(w.subnet).at(-1)!.outcome === "success",
+      15_000,
+      "weights after the window",
+    );
+
+    // The websocket drops while the daemon waits for the next window: it reconnects and does not miss it.
+    const included = () => repo.recent(11, 50).filter((a) => a.outcome === "included").length;
+    await until(() => included() === 2, 10_000, "the second inclusion recorded");
+    node.dropConnections();
+    node.advance(5);
+    await until(() => included() === 3, 20_000, "weights after the reconnect");
+    // And while a submission is in flight: the node accepts it and drops the socket before answering more.
+    node.dropOnNextSubmit = "after-accept";
+    node.advance(5);
+    await until(() => included() === 4, 20_000, "weights sent across a dropped socket");
+    expect(repo.recent(11, 1)[0]!.txHash).toBe(setWeightsOf(w.subnet).at(-1)!.hash);
+    // Every attempt is on record; none was sent twice.
+    const hashes = setWeightsOf(w.subnet).map((x) => x.hash);
+    expect(new Set(hashes).size).toBe(hashes.length);
+    expect(node.connections).toBeGreaterThan(1);
+    expectEveryExtrinsicVerifies(w.subnet);
+    // No seat: the cached (cold-start) answer says so; nothing is stale.
+    expect(r.live.alarms.has("winner_cache_stale")).toBe(false);
+  });
+
+  it("a stop mid-evaluation leaves it resumable; the restart finishes it and posts one verdict once; a further restart does not re-evaluate", async () => {
+    const w = await world();
+    const epoch = w.fake.openEpoch({
+      packBytes: pinBytes,
+      challengerHotkey: w.subnet.challenger,
+      specNumber: 900,
+    });
+    const opts: CorePipelineOptions = {
+      scenarios: ["a", "b", "c"],
+      script: () => ({ quality: 0.75, ms: 700 }),
+    };
+    const first = await startDaemon(w, opts);
+    const firstRepo = () => new EvaluationRepo(first.daemon.database!);
+    await until(
+      () =>
+        firstRepo()
+          .running()
+          .some((e) =>
+            firstRepo()
+              .episodes(e.id)
+              .some((x) => x.status === "final"),
+          ),
+      20_000,
+      "one finished episode",
+    );
+    await first.daemon.stop();
+    expect(first.seen.episodes.filter((e) => e.outcome === "aborted")).toHaveLength(1);
+    expect(scoreRequests(w.fake, epoch.challenge_epoch_id)).toHaveLength(0);
+    const dbPath = w.config.dbPath;
+    {
+      const db = openDb(dbPath);
+      const evals = new EvaluationRepo(db).running();
+      expect(evals).toHaveLength(1);
+      expect(evals[0]).toMatchObject({
+        source: "epoch",
+        epochId: String(epoch.challenge_epoch_id),
+        status: "running",
+      });
+      const eps = new EvaluationRepo(db).episodes(evals[0]!.id);
+      expect(eps.map((e) => e.status).sort()).toEqual(["final", "interrupted"]);
+      expect(new ScoredEpochRepo(db).has(epoch.challenge_epoch_id, w.wallet.ss58)).toBe(false);
+      db.close();
+    }
+    const interruptedId = first.seen.episodes[0]!.evaluationId;
+
+    const second = await startDaemon(w, opts);
+    await until(
+      () => (w.fake.scores.get(epoch.challenge_epoch_id)?.length ?? 0) === 1,
+      30_000,
+      "the resumed verdict",
+    );
+    // Same evaluation, the finished scenario not run again.
+    expect(new Set(second.seen.episodes.map((e) => e.evaluationId))).toEqual(new Set([interruptedId]));
+    const doneFirst = first.seen.episodes.filter((e) => e.outcome === "done").map((e) => e.scenario);
+    expect(second.seen.episodes.map((e) => e.scenario)).not.toContain(doneFirst[0]);
+    expect(w.fake.scores.get(epoch.challenge_epoch_id)![0]).toMatchObject({ challenger: { score: 2.25 } });
+    await second.daemon.stop();
+
+    const third = await startDaemon(w, opts);
+    await until(() => (third.live.loops.get("eval")?.ticks ?? 0) >= 5, 10_000, "eval ticks");
+    expect(third.seen.calls).toHaveLength(0);
+    expect(scoreRequests(w.fake, epoch.challenge_epoch_id).filter((q) => q.status === 200)).toHaveLength(1);
+    expect(third.live.epoch).toMatchObject({ epochId: epoch.challenge_epoch_id, decision: "already_scored" });
+  });
+
+  it("a pack that cannot be fetched or does not match its hash is a pack_verify_failed rejection, posted", async () => {
+    const w = await world();
+    const missing = w.fake.openEpoch({ packUrl: `${w.fake.url}/packs/0000.json`, specNumber: 900 });
+    const r = await startDaemon(w, { scenarios: ["a"] });
+    await until(
+      () => (w.fake.scores.get(missing.challenge_epoch_id)?.length ?? 0) === 1,
+      15_000,
+      "the rejection",
+    );
+    expect(w.fake.scores.get(missing.challenge_epoch_id)![0]).toMatchObject({
+      spec_number: 900,
+      challenger: { score: 0, qualified: false, rejected: true, rejection_detail: "pack_verify_failed" },
+    });
+    expect(r.seen.calls).toHaveLength(0);
+
+    const wrong = w.fake.openEpoch({ packBytes: pinBytes, packHash: "ef".repeat(32), specNumber: 900 });
+    await until(
+      () => (w.fake.scores.get(wrong.challenge_epoch_id)?.length ?? 0) === 1,
+      15_000,
+      "the second rejection",
+    );
+    expect(w.fake.scores.get(wrong.challenge_epoch_id)![0]).toMatchObject({
+      challenger: { score: 0, rejected: true, rejection_detail: "pack_verify_failed" },
+    });
+    // Both verdicts end delivered, nothing left pending. (The fake records a POST before the daemon
+    // has read its answer and marked the row, so wait for the outbox rather than sample it once.)
+    const outbox = new VerdictOutboxRepo(r.daemon.database!);
+    await until(() => outbox.counts().delivered === 2, 10_000, "both rejections delivered");
+    expect(outbox.counts()).toMatchObject({ pending: 0, delivered: 2 });
+  });
+
+  it("a discarded run is not posted and raises an alarm; an epoch that moves on mid-evaluation is not posted", async () => {
+    const w = await world();
+    const bad = w.fake.openEpoch({ packBytes: pinBytes, specNumber: 900 });
+    let infra = true;
+    const r = await startDaemon(w, {
+      scenarios: ["a", "b"],
+      script: () => ({ quality: 0.5, infra, ms: 300 }),
+    });
+    await until(() => r.live.alarms.has("evaluation_discarded"), 20_000, "the discard alarm");
+    expect(r.live.alarms.get("evaluation_discarded")).toMatchObject({ severity: "error" });
+    expect(scoreRequests(w.fake, bad.challenge_epoch_id)).toHaveLength(0);
+    expect(new ScoredEpochRepo(r.daemon.database!).has(bad.challenge_epoch_id, w.wallet.ss58)).toBe(false);
+    await until(() => r.live.epoch?.decision === "retry_backoff", 5_000, "the retry back-off");
+
+    // The next epoch: healthy episodes, but the platform moves on after the first one.
+    infra = false;
+    const moving = w.fake.openEpoch({ packBytes: pinBytes, specNumber: 900 });
+    await until(
+      () => r.seen.calls.some((c) => c.epochId === moving.challenge_epoch_id),
+      10_000,
+      "the next evaluation",
+    );
+    const before = r.seen.episodes.length;
+    await until(() => r.seen.episodes.slice(before).some((e) => e.outcome === "done"), 10_000, "an episode");
+    const next = w.fake.openEpoch({ packBytes: pinBytes, specNumber: 900 });
+    await until(
+      () => (w.fake.scores.get(next.challenge_epoch_id)?.length ?? 0) === 1,
+      30_000,
+      "the new epoch's verdict",
+    );
+    expect(scoreRequests(w.fake, moving.challenge_epoch_id)).toHaveLength(0);
+    expect(r.logs.some((l) => l.includes('"eval.epoch_moved_on"'))).toBe(true);
+    expect(r.logs.some((l) => l.includes('"eval.aborted_not_posted"'))).toBe(true);
+    expect(r.live.alarms.has("evaluation_discarded")).toBe(false);
+  });
+
+  it("raises the consensus divergence alarm and clears it when the server and the local aggregate agree again", async () => {
+    const w = await world({ STAKE_WEIGHTED_CONSENSUS: "false" });
+    const votes = (scores: number[]) =>
+      scores.map((s, i) => ({
+        validator_hotkey: `5V${i}`,
+        validator_stake: "100",
+        challenger_pack_hash: "cd".repeat(32),
+        challenger_score: s,
+        challenger_qualified: true,
+        challenger_rejected: false,
+      }));
+    const response = (score: number) => ({
+      ...seat(w.subnet),
+      winner: { ...seat(w.subnet).winner, score },
+      finalized_epoch: {
+        challenge_epoch_id: 7,
+        challenger_hotkey: w.subnet.winner,
+        challenger_pack_hash: "cd".repeat(32),
+        outcome: "winner_replaced",
+        finalized_at: "2026-01-01T00:00:00Z",
+        spec_number: 27,
+      },
+      submissions: votes([3, 8, 8, 8, 8, 9]),
+    });
+    w.fake.winnerResponse = response(22 / 3);
+    const r = await startDaemon(w, { scenarios: ["a"] });
+    await until(() => r.live.alarms.has("consensus_divergence"), 10_000, "the divergence alarm");
+    expect(r.live.alarms.get("consensus_divergence")!.message).toContain("epoch 7");
+    w.fake.winnerResponse = response(8);
+    await until(() => !r.live.alarms.has("consensus_divergence"), 10_000, "the alarm to clear");
+  });
+});

@@ -1,0 +1,355 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import {
+  crossCheckWinner,
+  DIVERGENCE_TOLERANCE,
+  discardRetryDelayMs,
+  type EpochFacts,
+  evalIdOf,
+  ProgressTracker,
+  packFetchRejection,
+  planEpoch,
+  progressStateOf,
+} from "../../src/daemon/index.js";
+import type { EvaluationEvent } from "../../src/evaluation/types.js";
+import {
+  type EpochCurrent,
+  epochCurrentSchema,
+  scoreVerdictSchema,
+  type WinnerCurrent,
+  winnerCurrentSchema,
+} from "../../src/platform/index.js";
+
+const HASH = "ab".repeat(32);
+
+function current(over: Record<string, unknown> = {}, top: Record<string, unknown> = {}): EpochCurrent {
+  return epochCurrentSchema.parse({
+    success: true,
+    epoch: {
+      challenge_epoch_id: 42,
+      challenger_hotkey: "5Challenger",
+      challenger_uid: 7,
+      challenger_pack_hash: HASH,
+      challenger_pack_url: "http://127.0.0.1:1/p.json",
+      start_block: 1000,
+      end_block: 1150,
+      epoch_length_blocks: 150,
+      status: "in_progress",
+      created_at: "2026-01-01T00:00:00Z",
+      spec_number: 27,
+      ...over,
+    },
+    winner: null,
+    current_block: 1010,
+    elapsed_blocks: 10,
+    remaining_blocks: 140,
+    ...top,
+  });
+}
+
+const facts = (o: Partial<EpochFacts> = {}): EpochFacts => ({
+  isScored: () => false,
+  hasResumable: () => false,
+  retryNotBefore: () => undefined,
+  nowMs: 1_000_000,
+  ...o,
+});
+
+describe("planEpoch", () => {
+  it("evaluates a young, unscored epoch with a pack URL, carrying what the verdict and progress need", () => {
+    expect(planEpoch(current(), facts())).toEqual({
+      action: "evaluate",
+      epochId: 42,
+      packUrl: "http://127.0.0.1:1/p.json",
+      packHash: HASH,
+      specNumber: 27,
+      challengerHotkey: "5Challenger",
+      challengerUid: 7,
+      resume: false,
+    });
+  });
+
+  it("applies the platform gates: no epoch, already scored, past 50 %, no pack URL, not in progress", () => {
+    expect(planEpoch(null, facts())).toEqual({ action: "skip", epochId: null, reason: "no_epoch" });
+    expect(planEpoch(current(), facts({ isScored: (id) => id === 42 }))).toMatchObject({
+      action: "skip",
+      reason: "already_scored",
+    });
+    expect(planEpoch(current({}, { elapsed_blocks: 76 }), facts())).toMatchObject({ reason: "too_late" });
+    expect(planEpoch(current({}, { elapsed_blocks: 75 }), facts())).toMatchObject({ action: "evaluate" });
+    expect(planEpoch(current({ challenger_pack_url: null }), facts())).toMatchObject({
+      reason: "no_pack_url",
+    });
+    expect(planEpoch(current({ status: "finalized" }), facts())).toMatchObject({ reason: "not_in_progress" });
+  });
+
+  it("resumes an interrupted evaluation of this epoch and pack even past the start gate", () => {
+    const late = current({}, { elapsed_blocks: 120 });
+    const resumable = (id: number, hash: string) => id === 42 && hash === HASH;
+    expect(planEpoch(late, facts({ hasResumable: resumable }))).toMatchObject({
+      action: "evaluate",
+      resume: true,
+    });
+    // Not for another pack, and never for an epoch that is already scored.
+    expect(planEpoch(late, facts({ hasResumable: (id, h) => id === 42 && h !== HASH }))).toMatchObject({
+      reason: "too_late",
+    });
+    expect(planEpoch(late, facts({ hasResumable: resumable, isScored: () => true }))).toMatchObject({
+      reason: "already_scored",
+    });
+    expect(planEpoch(current(), facts({ hasResumable: resumable }))).toMatchObject({ resume: true });
+  });
+
+  it("waits out the back-off of a discarded run, then tries again", () => {
+    const f = facts({ retryNotBefore: (id) => (id === 42 ? 2_000_000 : undefined) });
+    expect(planEpoch(current(), f)).toMatchObject({ action: "skip", epochId: 42, reason: "retry_backoff" });
+    expect(planEpoch(current(), { ...f, nowMs: 2_000_000 })).toMatchObject({ action: "evaluate" });
+  });
+
+  it("sends -1 as the miner uid when the server gives none", () => {
+    expect(planEpoch(current({ challenger_uid: null }), facts())).toMatchObject({ challengerUid: -1 });
+  });
+
+  it("backs off discarded runs 1, 2, 4, 8 min up to 10 min", () => {
+    expect([1, 2, 3, 4, 5, 50].map(discardRetryDelayMs)).toEqual([
+      60_000, 120_000, 240_000, 480_000, 600_000, 600_000,
+    ]);
+  });
+});
+
+function winner(over: {
+  score?: number | null;
+  replaced?: boolean;
+  spec?: number | null;
+  votes: ReadonlyArray<
+    readonly [stake: number | null, score: number | null, qualified: boolean, rejected?: boolean]
+  >;
+}): WinnerCurrent {
+  return winnerCurrentSchema.parse({
+    success: true,
+    winner: {
+      hotkey: "5Winner",
+      uid: 3,
+      pack_hash: HASH,
+      score: over.score === undefined ? 8 : over.score,
+      since_epoch_id: 41,
+    },
+    finalized_epoch: {
+      challenge_epoch_id: 41,
+      challenger_hotkey: "5Winner",
+      challenger_pack_hash: HASH,
+      outcome: over.replaced === false ? "winner_held" : "winner_replaced",
+      finalized_at: "2026-01-01T00:00:00Z",
+      spec_number: over.spec === undefined ? 27 : over.spec,
+    },
+    submissions: over.votes.map(([stake, score, qualified, rejected], i) => ({
+      validator_hotkey: `5V${i}`,
+      validator_stake: stake,
+      challenger_pack_hash: HASH,
+      challenger_score: score,
+      challenger_qualified: qualified,
+      challenger_rejected: rejected ?? false,
+    })),
+  });
+}
+
+describe("crossCheckWinner", () => {
+  it("agrees with the server's Winsorized consensus (public vector [3,8,8,8,8,9] → 8.0)", () => {
+    const wc = winner({ score: 8, votes: [3, 8, 8, 8, 8, 9].map((s) => [100, s, true] as const) });
+    expect(crossCheckWinner(wc, { stakeWeighted: false })).toEqual({
+      kind: "agree",
+      epochId: 41,
+      local: 8,
+      server: 8,
+    });
+  });
+
+  it("flags a divergence beyond 0.01 (server 7.333…, the plain mean, against Winsorized 8.0)", () => {
+    const wc = winner({ score: 22 / 3, votes: [3, 8, 8, 8, 8, 9].map((s) => [100, s, true] as const) });
+    const r = crossCheckWinner(wc, { stakeWeighted: false });
+    expect(r).toMatchObject({ kind: "diverge", epochId: 41, local: 8 });
+    if (r.kind === "diverge") expect(r.delta).toBeCloseTo(8 - 22 / 3, 9);
+  });
+
+  it("tolerates exactly the documented tolerance and no more", () => {
+    const votes = [[1, 6, true] as const, [1, 6, true] as const];
+    expect(
+      crossCheckWinner(winner({ score: 6 + DIVERGENCE_TOLERANCE, votes }), { stakeWeighted: false }).kind,
+    ).toBe("agree");
+    expect(crossCheckWinner(winner({ score: 6.0101, votes }), { stakeWeighted: false }).kind).toBe("diverge");
+  });
+
+  it("drops rejected votes and votes without stake, as the server does", () => {
+    const wc = winner({
+      score: 6,
+      votes: [
+        [10, 6, true],
+        [10, 6, true],
+        [null, 1, true],
+        [0, 1, true],
+        [10, 1, true, true],
+      ],
+    });
+    expect(crossCheckWinner(wc, { stakeWeighted: false })).toMatchObject({ kind: "agree", local: 6 });
+  });
+
+  it("weights by stake when configured (the platform weighs equally)", () => {
+    const wc = winner({
+      score: 5,
+      votes: [
+        [1, 2, true],
+        [1, 8, true],
+        [2, 5, true],
+      ],
+    });
+    expect(crossCheckWinner(wc, { stakeWeighted: false })).toMatchObject({ kind: "agree", local: 5 });
+    const heavy = winner({
+      score: 5,
+      votes: [
+        [9, 2, true],
+        [1, 8, true],
+        [1, 5, true],
+      ],
+    });
+    expect(crossCheckWinner(heavy, { stakeWeighted: true })).toMatchObject({ kind: "diverge" });
+    expect(crossCheckWinner(heavy, { stakeWeighted: false })).toMatchObject({ kind: "agree" });
+  });
+
+  it("is not applicable when the seat was held, absent, unscored, without votes, or before spec 16 Winsorizing", () => {
+    const votes = [3, 8, 8, 8, 8, 9].map((s) => [100, s, true] as const);
+    expect(crossCheckWinner(winner({ votes, replaced: false }), { stakeWeighted: false })).toEqual({
+      kind: "not_applicable",
+      reason: "winner_held",
+    });
+    expect(crossCheckWinner(winner({ votes, score: null }), { stakeWeighted: false })).toMatchObject({
+      reason: "no_server_score",
+    });
+    expect(crossCheckWinner(winner({ votes: [] }), { stakeWeighted: false })).toMatchObject({
+      reason: "no_votes",
+    });
+    expect(crossCheckWinner(winner({ votes, spec: 15 }), { stakeWeighted: false })).toMatchObject({
+      reason: "pre_noise_aware_spec",
+    });
+    // Fewer than 4 qualified votes are never Winsorized: comparable under any spec.
+    expect(
+      crossCheckWinner(
+        winner({
+          score: 6,
+          spec: 15,
+          votes: [
+            [1, 1, true],
+            [1, 8, true],
+            [1, 9, true],
+          ],
+        }),
+        {
+          stakeWeighted: false,
+        },
+      ),
+    ).toMatchObject({ kind: "agree", local: 6 });
+    const cold = winnerCurrentSchema.parse({ winner: null, finalized_epoch: null, submissions: [] });
+    expect(crossCheckWinner(cold, { stakeWeighted: true })).toMatchObject({ reason: "no_seat" });
+  });
+
+  it("reads 0 when no vote qualified (as winner_state.py), so a positive seat score diverges", () => {
+    const wc = winner({
+      score: 3,
+      votes: [
+        [1, 0, false],
+        [1, 0, false],
+      ],
+    });
+    expect(crossCheckWinner(wc, { stakeWeighted: false })).toMatchObject({ kind: "diverge", local: 0 });
+  });
+});
+
+function ev(
+  scenario: string,
+  phase: EvaluationEvent["phase"],
+  extra: Partial<EvaluationEvent> = {},
+): EvaluationEvent {
+  return {
+    evaluationId: "ev_1",
+    scenario,
+    phase,
+    attempt: 1,
+    spentUsd: 0,
+    capUsd: 0.3,
+    elapsedMs: 0,
+    ...extra,
+  };
+}
+
+describe("scenario progress", () => {
+  it("maps phases to the platform's three states", () => {
+    expect(progressStateOf("running")).toBe("running");
+    expect(progressStateOf("verifying")).toBe("verifying");
+    expect(progressStateOf("done")).toBe("complete");
+    expect(progressStateOf("failed")).toBe("complete");
+    for (const p of ["queued", "starting", "retrying"] as const) expect(progressStateOf(p)).toBeNull();
+  });
+
+  it("posts each state once per scenario, indexed in announced order, with the final quality and cost", () => {
+    const t = new ProgressTracker({
+      minerHotkey: "5Miner",
+      minerUid: 7,
+      specNumber: 900,
+      harnessName: "h",
+      harnessVersion: "1",
+      llmModel: "m",
+    });
+    expect(t.next(ev("a", "queued"))).toBeNull();
+    expect(t.next(ev("b", "queued"))).toBeNull();
+    expect(t.next(ev("c", "queued"))).toBeNull();
+    expect(t.next(ev("b", "running"))).toMatchObject({
+      scenario_name: "b",
+      scenario_index: 1,
+      total_scenarios: 3,
+      state: "running",
+      miner_hotkey: "5Miner",
+      miner_uid: 7,
+      spec_number: 900,
+    });
+    expect(t.next(ev("b", "running"))).toBeNull();
+    expect(t.next(ev("b", "verifying"))).toMatchObject({ state: "verifying" });
+    const done = t.next(ev("b", "done", { quality: 0.75, spentUsd: 0.0123, elapsedMs: 61_234 }));
+    expect(done).toMatchObject({ state: "complete", quality: 0.75, cost_usd: 0.0123, duration_s: 61.234 });
+    expect(done).not.toHaveProperty("timed_out");
+    const failed = t.next(
+      ev("c", "failed", { failure: { class: "policy", code: "agent_timeout", message: "deadline" } }),
+    );
+    expect(failed).toMatchObject({ state: "complete", quality: 0, timed_out: true });
+    // A retry after running goes back to running, then completes once.
+    expect(t.next(ev("a", "running"))).toMatchObject({ state: "running", scenario_index: 0 });
+    expect(t.next(ev("a", "retrying"))).toBeNull();
+    expect(t.next(ev("a", "done", { quality: 2 }))).toMatchObject({ quality: 1 });
+  });
+});
+
+describe("verdicts and ids the daemon makes", () => {
+  it("a pack that cannot be fetched is a pack_verify_failed rejection the platform schema accepts", () => {
+    const v = packFetchRejection({
+      specNumber: 27,
+      llmBaseUrl: "https://api.engy.ai/v1",
+      llmModel: "qwen3.8-27b",
+      harnessName: "trajrl-validator-ts",
+      harnessVersion: "0.1.0",
+    });
+    expect(scoreVerdictSchema.parse(v)).toEqual(v);
+    expect(v.challenger).toEqual({
+      score: 0,
+      qualified: false,
+      rejected: true,
+      rejection_detail: "pack_verify_failed",
+    });
+  });
+
+  it("names eval cycles YYYYMMDD_HHMMSS_e{epoch} in UTC", () => {
+    expect(evalIdOf(42, Date.UTC(2026, 0, 2, 3, 4, 5, 678))).toBe("20260102_030405_e42");
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 4_102_444_800_000 }), fc.nat(), (ms, id) =>
+        /^\d{8}_\d{6}_e\d+$/.test(evalIdOf(id, ms)),
+      ),
+    );
+  });
+});
