@@ -12,6 +12,16 @@ import { installFirewall, METER_EPISODE_PORT } from "./firewall.js";
 import { newSession, type SandboxSession, safeName } from "./labels.js";
 import { type EpisodeNetwork, NetworkPool } from "./networks.js";
 import { type EpisodeScope, Reaper } from "./reaper.js";
+import { cidrSize, intToIp, parseCidr } from "./subnet.js";
+
+/**
+ * The daemon's own container takes the last host address of the meter network: the episode
+ * places the sidecar at fixed low addresses (.2, .3), and a dynamic join would race them for .2.
+ */
+export function daemonAddressOn(subnet: string): string {
+  const c = parseCidr(subnet);
+  return intToIp(c.base + cidrSize(c) - 2);
+}
 
 export interface SandboxOptions {
   docker?: Docker;
@@ -106,7 +116,7 @@ export class Sandbox {
     }
     const self = this.opts.selfContainer ?? hostname();
     scope.detachOnDispose(meterName, self);
-    await connectNetwork(this.docker, meterName, self, ["meter"]);
+    await connectNetwork(this.docker, meterName, self, ["meter"], daemonAddressOn(meterNet.subnet));
     const info = await engine("container_inspect_failed", `inspecting own container ${self}`, () =>
       this.docker.getContainer(self).inspect(),
     );

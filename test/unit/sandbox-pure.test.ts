@@ -165,3 +165,11 @@ describe("log capture", () => {
     expect(err.toString()).toBe("Traceback");
   });
 });
+
+describe("daemon address on the meter network", () => {
+  it("is the last host of the /28, never an address the episode pins (.2, .3)", async () => {
+    const { daemonAddressOn } = await import("../../src/sandbox/sandbox.js");
+    expect(daemonAddressOn("10.213.0.16/28")).toBe("10.213.0.30");
+    expect(daemonAddressOn("10.213.255.240/28")).toBe("10.213.255.254");
+  });
+});
