@@ -11,4 +11,4 @@ if (existsSync(dist)) {
   const { tsImport } = await import("tsx/esm/api");
   mod = await tsImport(fileURLToPath(new URL("../src/cli.ts", import.meta.url)), import.meta.url);
 }
-process.exitCode = await mod.main(process.argv);
+mod.exitWhenDone(await mod.main(process.argv));

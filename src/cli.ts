@@ -63,8 +63,15 @@ const invokedDirectly =
   import.meta.url === `file://${process.argv[1]}` ||
   process.argv[1]?.endsWith("/cli.ts") ||
   process.argv[1]?.endsWith("/cli.js");
+/**
+ * Every command's action resolves only when its work is done (servers wait for a signal), so a
+ * handle still open afterwards is a leak (a socket, a timer): exit anyway once logs had time to flush.
+ */
+export function exitWhenDone(code: number, graceMs = 3000): void {
+  process.exitCode = code;
+  setTimeout(() => process.exit(code), graceMs).unref();
+}
+
 if (invokedDirectly) {
-  main(process.argv).then((code) => {
-    process.exitCode = code;
-  });
+  main(process.argv).then((code) => exitWhenDone(code));
 }
