@@ -48,6 +48,8 @@ export interface EvaluateOptions {
   source?: "local" | "epoch";
   epochId?: string;
   resumeKey?: string;
+  /** For people: a file name, or "epoch 42". Stored with the evaluation. */
+  label?: string;
   maxAttempts?: number;
   /** Multiplies the retry back-off (tests use a small one). */
   backoffScale?: number;
@@ -112,7 +114,7 @@ export async function evaluate(o: EvaluateOptions): Promise<EvaluationResult> {
       scenarios: o.scenarios,
       source: o.source ?? "local",
       epochId: o.epochId ?? null,
-      meta: { capUsd: o.capUsd, concurrency: o.concurrency },
+      meta: { capUsd: o.capUsd, concurrency: o.concurrency, ...(o.label ? { label: o.label } : {}) },
     });
   }
   const evaluationId = evaluation.id;

@@ -464,6 +464,7 @@ export async function evaluatePack(
       signal: ac.signal,
       onEvent,
       source: req.source,
+      label: req.label,
       ...(epochId !== undefined ? { epochId } : {}),
       resumeKey: resumeKeyOf({
         packHash: pack.hash,

@@ -1,0 +1,32 @@
+/**
+ * Every shipped scenario proves itself on every CI run: its reference solution scores tests/tests in a
+ * fresh verifier and its empty deliverable scores exactly the recorded null floor (`scenarios check`).
+ */
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { loadCatalogue } from "../../src/scenarios/index.js";
+import { requireDocker } from "../helpers/docker.js";
+
+const root = new URL("../..", import.meta.url).pathname;
+
+describe("scenarios check (the whole shipped suite)", () => {
+  it("passes for every scenario: reference = tests/tests, empty deliverable = null floor", async () => {
+    await requireDocker();
+    const catalogue = await loadCatalogue(join(root, "scenarios"));
+    expect(catalogue.length).toBeGreaterThanOrEqual(10);
+    const r = spawnSync(
+      process.execPath,
+      ["--import", "tsx", join(root, "src/cli.ts"), "scenarios", "check", "--json", "--concurrency", "2"],
+      { cwd: root, encoding: "utf8", timeout: 1_500_000, maxBuffer: 64 * 1024 * 1024 },
+    );
+    expect(r.status, r.stderr.slice(-4000)).toBe(0);
+    // One JSON object per scenario, one per line.
+    const rows = r.stdout
+      .split("\n")
+      .filter((l) => l.startsWith("{"))
+      .map((l) => JSON.parse(l) as { scenario: string; ok: boolean; problems: string[] });
+    expect(rows.map((x) => x.scenario).sort()).toEqual(catalogue.map((s) => s.name).sort());
+    expect(rows.filter((x) => !x.ok)).toEqual([]);
+  }, 1_600_000);
+});
