@@ -2,6 +2,7 @@
  * The sandbox as one object: the engine connection, this process's session, the address pool,
  * the firewall and the reaper. Episodes open a scope, build their topology in it, and dispose it.
  */
+import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { InfraError } from "../errors.js";
 import type { Logger } from "../log.js";
@@ -13,6 +14,24 @@ import { newSession, type SandboxSession, safeName } from "./labels.js";
 import { type EpisodeNetwork, NetworkPool } from "./networks.js";
 import { type EpisodeScope, Reaper } from "./reaper.js";
 import { cidrSize, intToIp, parseCidr } from "./subnet.js";
+
+/**
+ * This process's own container, when it runs in one: Docker bind-mounts the container's hostname,
+ * hosts and resolv.conf files from /var/lib/docker/containers/<id>/, which shows in mountinfo even
+ * when the operator set a custom hostname. Falls back to the hostname (Docker's default is the id).
+ */
+export function ownContainerId(mountinfo?: string): string {
+  let text = mountinfo;
+  if (text === undefined) {
+    try {
+      text = readFileSync("/proc/self/mountinfo", "utf8");
+    } catch {
+      text = "";
+    }
+  }
+  const m = /\/containers\/([0-9a-f]{64})\/(?:hostname|hosts|resolv\.conf)/.exec(text);
+  return m ? m[1]! : hostname();
+}
 
 /**
  * The daemon's own container takes the last host address of the meter network: the episode
@@ -114,7 +133,7 @@ export class Sandbox {
         sidecarExtraHosts: [`meter:${meterNet.gateway}`],
       };
     }
-    const self = this.opts.selfContainer ?? hostname();
+    const self = this.opts.selfContainer ?? ownContainerId();
     scope.detachOnDispose(meterName, self);
     await connectNetwork(this.docker, meterName, self, ["meter"], daemonAddressOn(meterNet.subnet));
     const info = await engine("container_inspect_failed", `inspecting own container ${self}`, () =>

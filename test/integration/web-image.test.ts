@@ -252,6 +252,62 @@ describe("the validator image", () => {
     expect(lock.out.trim()).toBe("10001");
   });
 
+  it(
+    "runs an episode from inside the container: the daemon joins the meter network as `meter`",
+    async () => {
+      // The container gets an internal network only (no route out); episodes are its siblings on the
+      // host's engine. The sidecar must reach the in-process meter through the alias.
+      const net = `trajrl-test-cmode-${process.pid}`;
+      const host = `trajrl-cmode-${process.pid}`;
+      await sh("docker", ["network", "create", "--internal", "--label", LABEL, net]);
+      try {
+        const r = await dockerRun(
+          [
+            "--network",
+            net,
+            "--hostname",
+            host,
+            "--cap-add",
+            "NET_ADMIN",
+            "-v",
+            "/var/run/docker.sock:/var/run/docker.sock",
+            "-v",
+            `${root}/examples/packs:/packs:ro`,
+            "-e",
+            "LLM_API_KEY=",
+            "-e",
+            "DAEMON_IN_CONTAINER=1",
+            "-e",
+            "ENGY_SIM_LATENCY_SCALE=0",
+            TAG,
+            "eval",
+            "/packs/advisers.json",
+            "--scenarios",
+            "binary-flag-hunt",
+            "--json",
+          ],
+          10 * 60_000,
+        );
+        expect(r.code, `${r.err.slice(-3000)}\n${r.out.slice(-3000)}`).toBe(0);
+        const verdicts = JSON.parse(r.out.slice(r.out.indexOf("[\n"))) as Array<{
+          kind: string;
+          verdict: { score: number; costUsd: number };
+        }>;
+        expect(verdicts[0]!.kind).toBe("verdict");
+        // The policy's calls reached the meter (and were billed) from the sidecar's network.
+        expect(verdicts[0]!.verdict.costUsd).toBeGreaterThan(0);
+        expect(verdicts[0]!.verdict.score).toBeGreaterThan(0);
+        // Nothing the process inside made outlives it.
+        const left = await docker.listContainers({ all: true, filters: { label: [`trajrl.host=${host}`] } });
+        const leftNets = await docker.listNetworks({ filters: { label: [`trajrl.host=${host}`] } });
+        expect(left.length + leftNets.length).toBe(0);
+      } finally {
+        await sh("docker", ["network", "rm", net]);
+      }
+    },
+    11 * 60_000,
+  );
+
   it("the firewall keeper installs the episode chain where it runs, and fails loudly without NET_ADMIN", async () => {
     // --network none: the chain lands in the container's own namespace (compose runs it in the host's).
     const ok = await dockerRun([
