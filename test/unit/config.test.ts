@@ -43,4 +43,9 @@ describe("config", () => {
     for (const name of Object.keys(ENV_SCHEMA))
       expect(example, name).toMatch(new RegExp(`^#? ?${name}=`, "m"));
   });
+
+  it("every variable has a row in the README's configuration table", () => {
+    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+    for (const name of Object.keys(ENV_SCHEMA)) expect(readme, name).toContain(`| \`${name}\` |`);
+  });
 });
