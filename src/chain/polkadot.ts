@@ -15,6 +15,7 @@ import { parsePoolRejection, weightsErrorKind } from "./errors.js";
 import type { Hotkey } from "./keys.js";
 import { GENESIS_HASHES, REQUIRED_CALLS, REQUIRED_STORAGE, STAKE_STORAGE } from "./networks.js";
 import { preflightCheck } from "./preflight.js";
+import { snapshotProblems } from "./snapshot-check.js";
 import { buildTimelockedCommit } from "./timelock.js";
 import type {
   ChainClient,
@@ -347,7 +348,7 @@ export class PolkadotChainClient implements ChainClient {
       const ownerUid = ownerHotkey === undefined ? undefined : hotkeys.indexOf(ownerHotkey);
       const optionalNum = async (name: string, ...args: unknown[]) =>
         has(name) ? toNum(await q[name]!(...(q[name]!.creator.meta.type.isPlain ? [] : args))) : undefined;
-      return {
+      const snap: SubnetSnapshot = {
         netuid,
         block: header.number.toNumber(),
         blockHash,
@@ -365,8 +366,35 @@ export class PolkadotChainClient implements ChainClient {
         minAllowedWeights: toNum(minW),
         maxWeightsLimit: toNum(maxW),
       };
+      const problems = snapshotProblems(snap, {
+        count,
+        permits: permitList.length,
+        lastUpdates: lastList.length,
+      });
+      if (problems.length > 0) {
+        this.log.warn({ netuid, block: snap.block, reasons: problems }, "chain.malformed_snapshot");
+        throw new InfraError(
+          "chain_data_malformed",
+          `subnet ${netuid} at block ${snap.block}: ${problems.join("; ")}`,
+          {
+            detail: { netuid, block: snap.block, reasons: problems },
+          },
+        );
+      }
+      return snap;
     };
-    return this.withDeadline(read(), this.opts.requestTimeoutMs, opts.signal, "chain_snapshot_timeout");
+    const decoded = read().catch((err: unknown) => {
+      // Bytes the runtime's types cannot decode: the node served corrupt storage.
+      if (!(err instanceof ValidatorError) && /decode|createType|Unable to/i.test(String(err))) {
+        this.log.warn({ netuid, reason: String(err).slice(0, 500) }, "chain.malformed_snapshot");
+        throw new InfraError("chain_data_malformed", `subnet ${netuid}: the node's storage does not decode`, {
+          cause: err,
+          detail: { netuid },
+        });
+      }
+      throw err;
+    });
+    return this.withDeadline(decoded, this.opts.requestTimeoutMs, opts.signal, "chain_snapshot_timeout");
   }
 
   async preflight(netuid: number, uids: number[], weights: number[], versionKey: number): Promise<Preflight> {

@@ -7,14 +7,19 @@
  */
 import { z } from "zod";
 
-/** A number, or a decimal string (Postgres NUMERIC/BIGINT arrive as strings: `"score": "0.92"`). */
-const numeric = z.union([
-  z.number(),
-  z
-    .string()
-    .regex(/^-?\d+(\.\d+)?([eE][-+]?\d+)?$/)
-    .transform(Number),
-]);
+/**
+ * A finite number, or a decimal string (Postgres NUMERIC/BIGINT arrive as strings: `"score": "0.92"`).
+ * `"1e400"` is a valid decimal string but not a number we can compute with: refused, like NaN.
+ */
+const numeric = z
+  .union([
+    z.number(),
+    z
+      .string()
+      .regex(/^-?\d+(\.\d+)?([eE][-+]?\d+)?$/)
+      .transform(Number),
+  ])
+  .refine(Number.isFinite, "not a finite number");
 const int = z.number().int();
 /** A positive safe-integer id that may arrive as a string (`"since_epoch_id": "100"`). */
 const id = z
@@ -50,7 +55,8 @@ export type ChallengeEpoch = z.output<typeof challengeEpochSchema>;
 
 export const seatedWinnerSchema = z.object({
   hotkey: z.string().min(1),
-  uid: opt(int),
+  /** Informational (the daemon resolves the uid from the metagraph by hotkey); -1 means unknown. */
+  uid: opt(int).transform((u) => (u !== null && u < 0 ? null : u)),
   pack_hash: opt(z.string()),
   pack_url: opt(z.string()),
   score: opt(numeric),
@@ -98,7 +104,7 @@ export type FinalizedEpoch = z.output<typeof finalizedEpochSchema>;
 export const voteSchema = z.object({
   validator_hotkey: z.string().min(1),
   /** Frozen at score POST; null for rows older than the server's migration 070. */
-  validator_stake: opt(numeric),
+  validator_stake: opt(numeric.refine((n) => n >= 0, "negative stake")),
   challenger_pack_hash: opt(z.string()),
   challenger_score: opt(numeric),
   challenger_qualified: opt(z.boolean()),

@@ -291,6 +291,19 @@ export class FakeSubtensorNode {
     for (let i = 0; i < n; i++) this.produceBlock();
   }
 
+  /** Raw storage served instead of the state's encoding from the next block on (hex, or null: absent). */
+  private readonly corrupted = new Map<string, string | null>();
+
+  /**
+   * Serve `hex` (raw SCALE bytes, possibly garbage) for a storage item from the next block on, as a
+   * broken or hostile node would; `null` removes the entry. `undefined` restores the real encoding.
+   */
+  corruptStorage(pallet: string, item: string, keys: unknown[], hex: string | null | undefined): void {
+    const key = this.runtime.storageKey(pallet, item, ...keys);
+    if (hex === undefined) this.corrupted.delete(key);
+    else this.corrupted.set(key, hex);
+  }
+
   // ---------------------------------------------------------------- state → storage
 
   private storageFor(events: { extrinsic: number; event: Uint8Array }[]): Map<string, string> {
@@ -342,6 +355,10 @@ export class FakeSubtensorNode {
         providers: 1,
         data: { free: 1_000_000_000_000n },
       });
+    for (const [k, v] of this.corrupted) {
+      if (v === null) m.delete(k);
+      else m.set(k, v);
+    }
     return m;
   }
 

@@ -9,60 +9,7 @@ import {
   stillCurrent,
   winnerCurrentSchema,
 } from "../../src/platform/index.js";
-
-// The examples of docs/API.md (trajectoryRL/trajectoryRL), comments stripped.
-const EPOCH_HIDDEN = {
-  success: true,
-  epoch: {
-    challenge_epoch_id: 1234,
-    challenger_hotkey: "5...",
-    challenger_pack_hash: "abc...",
-    start_block: 5300000,
-    end_block: 5300150,
-    epoch_length_blocks: 150,
-    status: "in_progress",
-    created_at: "2026-05-09T01:00:00.000Z",
-  },
-  winner: { hotkey: "5...", uid: 1, pack_hash: "def...", score: "0.92", since_epoch_id: "100" },
-  current_block: 5300075,
-  elapsed_blocks: 75,
-  remaining_blocks: 75,
-};
-
-const WINNER_CURRENT = {
-  success: true,
-  winner: {
-    hotkey: "5...",
-    uid: 1,
-    pack_hash: "def...",
-    pack_url: "https://.../pack.json",
-    score: 0.92,
-    since_epoch_id: 100,
-  },
-  finalized_epoch: {
-    challenge_epoch_id: 201,
-    challenger_hotkey: "5...",
-    challenger_pack_hash: "abc...",
-    challenger_pack_url: "https://.../pack.json",
-    outcome: "winner_held",
-    winner_replaced: false,
-    finalized_at: "2026-05-09T01:30:00.000Z",
-  },
-  submissions: [
-    {
-      validator_hotkey: "5...",
-      validator_stake: 18234.5,
-      challenger_pack_hash: "abc...",
-      challenger_score: 91.2,
-      challenger_qualified: true,
-      challenger_rejected: false,
-      winner_pack_hash: null,
-      winner_score: null,
-      winner_qualified: null,
-      winner_rejected: null,
-    },
-  ],
-};
+import { EPOCH_HIDDEN, WINNER_CURRENT } from "../fixtures/platform-api.js";
 
 describe("response schemas accept the documented shapes", () => {
   it("epoch/current without pack URLs: the URL is null, the advisory winner's strings become numbers", () => {
