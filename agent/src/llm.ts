@@ -44,6 +44,12 @@ export type CompletionOutcome =
       llmMs: number;
     };
 
+/**
+ * The most a single model answer may carry (body bytes, streamed or not). A real answer is a few
+ * KiB to a few hundred; a policy that answers with gigabytes must not take the agent's memory.
+ */
+export const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
+
 /** A failed attempt: `retryable` decides between another attempt and the end of the session. */
 class AttemptError extends Error {
   constructor(
@@ -185,7 +191,7 @@ export class ChatClient {
       const type = res.headers.get("content-type") ?? "";
       try {
         if (!type.includes("text/event-stream")) {
-          const text = await res.text();
+          const text = await readCapped(res, MAX_ANSWER_BYTES);
           let json: unknown;
           try {
             json = JSON.parse(text);
@@ -245,10 +251,13 @@ async function readStream(
   };
   const reader = res.body?.getReader();
   if (!reader) throw new AttemptError("llm_stream_truncated", "empty response body", true);
+  let bytes = 0;
   try {
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
+      bytes += value.byteLength;
+      if (bytes > MAX_ANSWER_BYTES) throw tooLarge();
       handle(sse.push(decoder.decode(value, { stream: true })));
       if (sawDone) break;
     }
@@ -269,11 +278,40 @@ async function readStream(
   return { answer, ttfbMs };
 }
 
+/** Not retried: the same policy would answer the same way again. */
+function tooLarge(): AttemptError {
+  return new AttemptError(
+    "llm_response_too_large",
+    `the answer exceeded ${MAX_ANSWER_BYTES} bytes; stopped reading`,
+    false,
+  );
+}
+
+/** The body as text, refusing (and cancelling) past `cap` bytes. */
+async function readCapped(res: Response, cap: number): Promise<string> {
+  const reader = res.body?.getReader();
+  if (!reader) return "";
+  const parts: Uint8Array[] = [];
+  let bytes = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      bytes += value.byteLength;
+      if (bytes > cap) throw tooLarge();
+      parts.push(value);
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+  return Buffer.concat(parts).toString("utf8");
+}
+
 async function httpError(res: Response): Promise<AttemptError> {
   const status = res.status;
   let text = "";
   try {
-    text = (await res.text()).slice(0, 2000);
+    text = (await readCapped(res, 64 * 1024)).slice(0, 2000);
   } catch {
     // The body is only for the message.
   }
