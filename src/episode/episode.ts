@@ -8,7 +8,7 @@
 import { randomBytes } from "node:crypto";
 import { request } from "node:http";
 import { join } from "node:path";
-import { agentCommandArgv, agentEnv, parseTurnsJsonl } from "../../agent/contract.js";
+import { agentCommandArgv, agentEnv, parseTurnsJsonl, type TurnRecord } from "../../agent/contract.js";
 import { InfraError, isAbortError, toValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { silentLogger } from "../log.js";
@@ -45,6 +45,7 @@ import {
   upstreamFailing,
 } from "./attribution.js";
 import { type Deadline, deadline, sleep } from "./deadline.js";
+import { type AnswerProvenance, checkProvenance } from "./provenance.js";
 import type { EpisodeFailure, EpisodeScenario } from "./types.js";
 import { type GradeResult, gradeDeliverable } from "./verifier.js";
 
@@ -144,6 +145,8 @@ export interface EpisodeResult {
    * episode says nothing about the policy, and the evaluation re-runs it.
    */
   truncated_before_tool_call: boolean;
+  /** The agent's answers matched against the meter's receipts (null when the agent left no turns). */
+  answer_provenance: AnswerProvenance | null;
   verifier: { exit_code: number | null; timed_out: boolean; duration_ms: number } | null;
   artifacts: { dir: string; files: Record<string, string> };
 }
@@ -307,6 +310,7 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
     images: { sidecar: null, scenario: null },
     agent: { exit_code: null, end_reason: null, end_code: null, turns: 0, tool_calls: 0, killed_by: null },
     truncated_before_tool_call: false,
+    answer_provenance: null,
     verifier: null,
     artifacts: { dir: artifacts.dir, files: {} },
   };
@@ -317,6 +321,7 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
   let tokenClosed = false;
   let listener: Listener | undefined;
   let policyLog = "";
+  let agentTurns: TurnRecord[] | undefined;
   let grade: GradeResult | undefined;
   const closeToken = () => {
     if (token === undefined || tokenClosed) return;
@@ -561,6 +566,7 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
 
       const turnsText = text(turns);
       const parsed = turnsText !== undefined ? parseTurnsJsonl(turnsText) : undefined;
+      agentTurns = parsed?.turns;
       result.agent = {
         exit_code: killedBy ? null : (exitCode ?? info.State.ExitCode),
         end_reason: parsed?.summary?.reason ?? null,
@@ -651,6 +657,28 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
     await scope?.dispose();
   }
 
+  // Provenance: every answer the agent acted on must match a receipt (src/episode/provenance.ts).
+  let receipts: Receipt[] = [];
+  try {
+    receipts = meter.receiptsFor(episodeId);
+  } catch (err) {
+    log.warn({ err: (err as Error).message }, "episode.receipts.failed");
+  }
+  if (agentTurns !== undefined) {
+    const prov = checkProvenance(agentTurns, receipts);
+    result.answer_provenance = prov;
+    if (prov.unmatched > 0) {
+      // First among the policy's faults: the rest of the episode is built on answers no model gave.
+      const f: EpisodeFailure = {
+        class: "policy",
+        code: "unmetered_answer",
+        message: `${prov.unmatched} of ${prov.turns} answers the agent received match no metered model call (first: turn ${prov.first_unmatched_turn})`,
+      };
+      failures.unshift(f);
+      log.warn({ class: f.class, code: f.code, msg: f.message }, "episode.failure");
+    }
+  }
+
   // Outcome: the primary failure decides scored vs failed; a policy fault keeps its quality.
   const primary = primaryFailure(failures);
   result.failure = primary ?? null;
@@ -658,16 +686,12 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
   result.status = primary && primary.class !== "policy" ? "failed" : "scored";
   // An upstream/infra failure makes the quality untrustworthy: none is reported (the run is retried).
   if (result.status === "failed") result.quality = 0;
+  // Work done on forged answers earns nothing.
+  if ((result.answer_provenance?.unmatched ?? 0) > 0) result.quality = 0;
   const usage = result.usage;
   result.cost_usd = usage?.cost_usd ?? 0;
   result.by_model = usage?.by_model ?? {};
   result.timings.total_ms = performance.now() - t0;
-  let receipts: Receipt[] = [];
-  try {
-    receipts = meter.receiptsFor(episodeId);
-  } catch (err) {
-    log.warn({ err: (err as Error).message }, "episode.receipts.failed");
-  }
   result.truncated_before_tool_call = result.agent.tool_calls === 0 && receipts.some((r) => r.truncated);
   await artifacts.write(ARTIFACT_FILES.policyLog, policyLog);
   await artifacts.json(ARTIFACT_FILES.meter, {
@@ -698,6 +722,7 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
       quality: result.quality,
       failure: result.failure?.code,
       cost_usd: result.cost_usd,
+      answers: result.answer_provenance,
       total_ms: Math.round(result.timings.total_ms),
     },
     "episode.done",
