@@ -169,6 +169,12 @@ export class FakePlatform {
     this.faults.set(route, q);
   }
 
+  /** Drop the queued faults of one route, or of every route. */
+  clearFaults(route?: FakeRoute): void {
+    if (route) this.faults.delete(route);
+    else this.faults.clear();
+  }
+
   /** Serve bytes at a fresh unguessable URL on this server. */
   servePack(bytes: Uint8Array): string {
     const token = randomBytes(8).toString("hex");

@@ -3,19 +3,10 @@
  * signature verified), the subtensor test node (real metadata, every extrinsic decoded and its
  * signature verified), a btcli wallet file, a real SQLite file, the real chain client; the
  * evaluation is the real evaluation core with a scripted episode runner (no Docker here; the
- * e2e test runs the real pipeline).
+ * e2e test runs the real pipeline). The world is test/helpers/daemon-world.ts.
  */
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
-import pino from "pino";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { loadHotkey, PolkadotChainClient } from "../../src/chain/index.js";
-import type { Config } from "../../src/config.js";
-import { Daemon, type DaemonTiming, LogTap } from "../../src/daemon/index.js";
-import { createLogger } from "../../src/log.js";
-import { LiveStatus } from "../../src/status/live.js";
 import {
   EvaluationRepo,
   openDb,
@@ -23,145 +14,23 @@ import {
   VerdictOutboxRepo,
   WeightsRepo,
 } from "../../src/store/index.js";
-import { FakePlatform } from "../fakes/platform.js";
+import { type CorePipelineOptions, until } from "../helpers/daemon.js";
 import {
-  type CorePipelineOptions,
-  corePipeline,
-  startSubnet,
-  type TestSubnet,
-  type TestWallet,
-  testConfig,
-  until,
-  writeWallet,
-} from "../helpers/daemon.js";
+  expectEveryExtrinsicVerifies,
+  readPinPack,
+  runCleanups,
+  scoreRequests,
+  seat,
+  setWeightsOf,
+  startDaemon,
+  world,
+} from "../helpers/daemon-world.js";
 
-const PIN = join(import.meta.dirname, "../../examples/packs/pin.json");
 let pinBytes: Buffer;
-
-const FAST: Partial<DaemonTiming> = {
-  outboxPollMs: 100,
-  outboxBackoff: { initialMs: 300, factor: 2, maxMs: 2_000, jitter: 0, maxAgeMs: 24 * 3_600_000 },
-  weightsBackoff: { transientBaseMs: 200, permanentMaxMs: 2_000 },
-  setWeightsTimeoutMs: 20_000,
-  packFetchAttempts: 2,
-  packFetchRetryMs: 50,
-};
-
-interface World {
-  dir: string;
-  wallet: TestWallet;
-  subnet: TestSubnet;
-  fake: FakePlatform;
-  config: Config;
-}
-
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!().catch(() => {});
-});
-
 beforeAll(async () => {
-  pinBytes = await readFile(PIN);
+  pinBytes = await readPinPack();
 });
-
-async function world(env: Record<string, string> = {}): Promise<World> {
-  const dir = await mkdtemp(join(tmpdir(), "daemon-it-"));
-  cleanups.push(() => rm(dir, { recursive: true, force: true }));
-  const wallet = await writeWallet(dir);
-  const subnet = await startSubnet(wallet.ss58);
-  cleanups.push(() => subnet.node.stop());
-  const fake = await FakePlatform.start({ validators: [wallet.ss58] });
-  cleanups.push(() => fake.close());
-  const config = testConfig({
-    dataDir: join(dir, "data"),
-    wallet,
-    platformUrl: fake.url,
-    chainUrl: subnet.node.url,
-    env,
-  });
-  return { dir, wallet, subnet, fake, config };
-}
-
-interface Running {
-  daemon: Daemon;
-  live: LiveStatus;
-  seen: ReturnType<typeof corePipeline>["seen"];
-  logs: string[];
-}
-
-async function startDaemon(
-  w: World,
-  p: CorePipelineOptions,
-  timing: Partial<DaemonTiming> = {},
-): Promise<Running> {
-  const live = new LiveStatus();
-  const { pipeline, seen } = corePipeline(p);
-  const tap = new LogTap();
-  const logs: string[] = [];
-  const dump = process.env.DAEMON_TEST_LOG;
-  const log = createLogger({
-    level: "debug",
-    destination: pino.multistream([
-      { stream: tap, level: "trace" },
-      { stream: { write: (l: string) => void logs.push(l) }, level: "trace" },
-      ...(dump
-        ? [{ stream: pino.destination({ dest: dump, sync: true, append: true }), level: "trace" as const }]
-        : []),
-    ]),
-  });
-  const hotkey = await loadHotkey(w.config.chain);
-  const chain = new PolkadotChainClient({
-    endpoint: w.config.chain.endpoint,
-    network: "finney",
-    hotkey,
-    log,
-    reconnectDelayMs: 150,
-    pollIntervalMs: 100,
-  });
-  const daemon = new Daemon({
-    config: w.config,
-    log,
-    live,
-    logTap: tap,
-    pipeline,
-    chain,
-    scenarios: p.scenarios,
-    timing: { ...FAST, ...timing },
-  });
-  cleanups.push(() => daemon.stop());
-  await daemon.start();
-  return { daemon, live, seen, logs };
-}
-
-const scoreRequests = (fake: FakePlatform, epochId: number) =>
-  fake.requests("epoch.score").filter((r) => r.path === `/api/v2/epoch/${epochId}/score`);
-
-function setWeightsOf(subnet: TestSubnet) {
-  return subnet.node.received.filter((r) => r.call?.method === "setWeights");
-}
-
-function expectEveryExtrinsicVerifies(subnet: TestSubnet): void {
-  expect(subnet.node.received.length).toBeGreaterThan(0);
-  for (const r of subnet.node.received) {
-    expect(r.verifyError).toBeUndefined();
-    expect(r.signatureValid).toBe(true);
-  }
-}
-
-function seat(s: TestSubnet) {
-  return {
-    success: true,
-    winner: {
-      hotkey: s.winner,
-      uid: s.uids.winner,
-      pack_hash: "cd".repeat(32),
-      score: 1.5,
-      since_epoch_id: 7,
-    },
-    finalized_epoch: null,
-    submissions: [],
-  };
-}
+afterEach(runCleanups);
 
 describe("daemon against the fake platform and the subtensor test node", () => {
   it("evaluates the epoch, survives a 503 on the first POST, posts one signed verdict, heartbeats, reports progress, uploads logs, and sets weights for the seated winner", async () => {

@@ -1,0 +1,157 @@
+/**
+ * The daemon's test world, shared by the daemon integration and reliability tests: a btcli wallet,
+ * the subtensor test node with subnet 11, the fake platform, a config pointing at them, and a
+ * started Daemon on the real evaluation core with a scripted episode runner.
+ */
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pino from "pino";
+import { expect } from "vitest";
+import { loadHotkey, PolkadotChainClient } from "../../src/chain/index.js";
+import type { Config } from "../../src/config.js";
+import { Daemon, type DaemonTiming, LogTap } from "../../src/daemon/index.js";
+import { createLogger } from "../../src/log.js";
+import { LiveStatus } from "../../src/status/live.js";
+import { FakePlatform } from "../fakes/platform.js";
+import {
+  type CorePipelineOptions,
+  corePipeline,
+  startSubnet,
+  type TestSubnet,
+  type TestWallet,
+  testConfig,
+  writeWallet,
+} from "./daemon.js";
+
+export const PIN = join(import.meta.dirname, "../../examples/packs/pin.json");
+/** The example pin pack's bytes (read once). */
+export const readPinPack = (): Promise<Buffer> => readFile(PIN);
+
+export const FAST: Partial<DaemonTiming> = {
+  outboxPollMs: 100,
+  outboxBackoff: { initialMs: 300, factor: 2, maxMs: 2_000, jitter: 0, maxAgeMs: 24 * 3_600_000 },
+  weightsBackoff: { transientBaseMs: 200, permanentMaxMs: 2_000 },
+  setWeightsTimeoutMs: 20_000,
+  packFetchAttempts: 2,
+  packFetchRetryMs: 50,
+};
+
+export interface World {
+  dir: string;
+  wallet: TestWallet;
+  subnet: TestSubnet;
+  fake: FakePlatform;
+  config: Config;
+}
+
+const cleanups: Array<() => Promise<unknown>> = [];
+/** Tear down every world and daemon started since the last call (call it in afterEach). */
+export async function runCleanups(): Promise<void> {
+  while (cleanups.length) await cleanups.pop()!().catch(() => {});
+}
+
+/** `platformNow`: the fake platform's clock for its ±5 min signature check (tests that move the daemon's clock). */
+export async function world(env: Record<string, string> = {}, platformNow?: () => number): Promise<World> {
+  const dir = await mkdtemp(join(tmpdir(), "daemon-it-"));
+  cleanups.push(() => rm(dir, { recursive: true, force: true }));
+  const wallet = await writeWallet(dir);
+  const subnet = await startSubnet(wallet.ss58);
+  cleanups.push(() => subnet.node.stop());
+  const fake = await FakePlatform.start({
+    validators: [wallet.ss58],
+    ...(platformNow ? { now: platformNow } : {}),
+  });
+  cleanups.push(() => fake.close());
+  const config = testConfig({
+    dataDir: join(dir, "data"),
+    wallet,
+    platformUrl: fake.url,
+    chainUrl: subnet.node.url,
+    env,
+  });
+  return { dir, wallet, subnet, fake, config };
+}
+
+export interface Running {
+  daemon: Daemon;
+  live: LiveStatus;
+  seen: ReturnType<typeof corePipeline>["seen"];
+  logs: string[];
+}
+
+export async function startDaemon(
+  w: World,
+  p: CorePipelineOptions,
+  timing: Partial<DaemonTiming> = {},
+  now?: () => number,
+): Promise<Running> {
+  const live = new LiveStatus();
+  const { pipeline, seen } = corePipeline(p);
+  const tap = new LogTap();
+  const logs: string[] = [];
+  const dump = process.env.DAEMON_TEST_LOG;
+  const log = createLogger({
+    level: "debug",
+    destination: pino.multistream([
+      { stream: tap, level: "trace" },
+      { stream: { write: (l: string) => void logs.push(l) }, level: "trace" },
+      ...(dump
+        ? [{ stream: pino.destination({ dest: dump, sync: true, append: true }), level: "trace" as const }]
+        : []),
+    ]),
+  });
+  const hotkey = await loadHotkey(w.config.chain);
+  const chain = new PolkadotChainClient({
+    endpoint: w.config.chain.endpoint,
+    network: "finney",
+    hotkey,
+    log,
+    reconnectDelayMs: 150,
+    pollIntervalMs: 100,
+  });
+  const daemon = new Daemon({
+    config: w.config,
+    log,
+    live,
+    logTap: tap,
+    pipeline,
+    chain,
+    scenarios: p.scenarios,
+    timing: { ...FAST, ...timing },
+    ...(now ? { now } : {}),
+  });
+  cleanups.push(() => daemon.stop());
+  await daemon.start();
+  return { daemon, live, seen, logs };
+}
+
+export const scoreRequests = (fake: FakePlatform, epochId: number) =>
+  fake.requests("epoch.score").filter((r) => r.path === `/api/v2/epoch/${epochId}/score`);
+
+export function setWeightsOf(subnet: TestSubnet) {
+  return subnet.node.received.filter((r) => r.call?.method === "setWeights");
+}
+
+export function expectEveryExtrinsicVerifies(subnet: TestSubnet): void {
+  expect(subnet.node.received.length).toBeGreaterThan(0);
+  for (const r of subnet.node.received) {
+    expect(r.verifyError).toBeUndefined();
+    expect(r.signatureValid).toBe(true);
+  }
+}
+
+export function seat(s: TestSubnet) {
+  return {
+    success: true,
+    winner: {
+      hotkey: s.winner,
+      uid: s.uids.winner,
+      pack_hash: "cd".repeat(32),
+      score: 1.5,
+      since_epoch_id: 7,
+    },
+    finalized_epoch: null,
+    submissions: [],
+  };
+}
