@@ -31,7 +31,7 @@ import {
   waitExit,
 } from "../sandbox/containers.js";
 import type { BuiltImage, ScenarioImageSource } from "../sandbox/images.js";
-import { safeName } from "../sandbox/labels.js";
+import { safeName, uniqueName } from "../sandbox/labels.js";
 import type { EpisodeScope } from "../sandbox/reaper.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { intToIp, ipToInt } from "../sandbox/subnet.js";
@@ -277,6 +277,8 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
   const healthMs = to.healthMs ?? 60_000;
   const stopGraceMs = to.stopGraceMs ?? 5_000;
   const artifacts = new ArtifactWriter(join(opts.outDir, safeName(scenario.name, 80)), log);
+  // An engine restart kills our containers from outside: whatever they did then says nothing of the policy.
+  const engineEpoch = sandbox.engineWatch.epoch;
   const failures: EpisodeFailure[] = [];
   const fail = (f: EpisodeFailure) => {
     failures.push(f);
@@ -360,7 +362,7 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
     lap("topology");
 
     // The policy sidecar: miner files uploaded before start, never a bind mount.
-    const base = `trajrl-${safeName(episodeId, 60)}`;
+    const base = `trajrl-${uniqueName(episodeId, 60)}`;
     const sidecarName = `${base}-sidecar`;
     scope.trackContainer(sidecarName);
     const sidecarAgentIp = hostAddress(topo.agentNet.subnet, 2);
@@ -481,6 +483,17 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
       }));
       policyLog = `${logs.stdout}${logs.stderr ? `\n--- stderr ---\n${logs.stderr}` : ""}`;
       const crashed = health.kind === "exited";
+      // We never stop the sidecar while waiting for it: a kill then came from outside (the engine
+      // stopping it on shutdown, an operator), not from the policy. The kill event precedes the exit.
+      if (health.kind === "exited") {
+        await sleep(300);
+        if (sandbox.engineWatch.killsOf(sidecarName) > 0)
+          fail({
+            class: "infra",
+            code: "sidecar_killed",
+            message: `the policy sidecar was killed from outside (exit ${health.code}) before it was healthy`,
+          });
+      }
       fail({
         class: "policy",
         code: crashed ? "policy_crashed" : "policy_health_timeout",
@@ -559,6 +572,13 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
       policyLog = `${sidecarLogs.stdout}${sidecarLogs.stderr ? `\n--- stderr ---\n${sidecarLogs.stderr}` : ""}`;
       // Nothing may be billed after the agent is done; stop the policy and free the CPUs for grading.
       closeToken();
+      // Killed by someone else while the agent ran (before our own removal below): infra.
+      if (sandbox.engineWatch.killsOf(sidecarName) > 0)
+        fail({
+          class: "infra",
+          code: "sidecar_killed",
+          message: "the policy sidecar was killed from outside while the agent ran",
+        });
       const freeing = Promise.all([
         removeContainer(sandbox.docker, sidecarName),
         removeContainer(sandbox.docker, agentName),
@@ -655,7 +675,16 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
     closeToken();
     await listener?.close().catch(() => undefined);
     await scope?.dispose();
+    sandbox.engineWatch.forgetPrefix(`trajrl-${uniqueName(episodeId, 60)}`);
   }
+
+  if (sandbox.engineWatch.changedSince(engineEpoch) && !opts.signal?.aborted)
+    fail({
+      class: "infra",
+      code: "engine_restarted",
+      message:
+        "the Docker engine restarted or went away during the episode; its containers were killed from outside",
+    });
 
   // Provenance: every answer the agent acted on must match a receipt (src/episode/provenance.ts).
   let receipts: Receipt[] = [];

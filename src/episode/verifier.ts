@@ -21,7 +21,7 @@ import {
   waitExit,
 } from "../sandbox/containers.js";
 import type { Docker } from "../sandbox/docker.js";
-import { safeName } from "../sandbox/labels.js";
+import { safeName, uniqueName } from "../sandbox/labels.js";
 import type { EpisodeScope } from "../sandbox/reaper.js";
 import type { TarEntry } from "../sandbox/tar.js";
 import { type CtrfReport, parseCtrf, parseReward, scoreOf } from "./ctrf.js";
@@ -87,7 +87,7 @@ export async function gradeDeliverable(input: GradeInput): Promise<GradeResult> 
   const log = input.log ?? silentLogger;
   const t0 = performance.now();
   const suffix = input.label ? `-${safeName(input.label, 20)}` : "";
-  const name = `trajrl-${safeName(input.scope.episodeId, 60)}-verifier${suffix}`;
+  const name = `trajrl-${uniqueName(input.scope.episodeId, 60)}-verifier${suffix}`;
   input.scope.trackContainer(name);
   const c = await createContainer(input.docker, {
     name,

@@ -2,7 +2,7 @@
  * Labels on every container and network an episode makes: the reaper finds leftovers by them
  * (a crashed daemon, a SIGKILL) and tests count them to prove nothing is left behind.
  */
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 
 export const LABEL = {
@@ -48,6 +48,16 @@ export function labelsFor(
 }
 
 /** Docker object names allow [a-zA-Z0-9][a-zA-Z0-9_.-]; episode ids come from us but stay safe anyway. */
+/**
+ * safeName, but distinct inputs stay distinct: a name longer than `max` keeps its head and ends
+ * with 8 hex of its sha256 (episode ids differ only in their tail: scenario and attempt).
+ */
+export function uniqueName(s: string, max = 40): string {
+  const safe = safeName(s, Number.MAX_SAFE_INTEGER);
+  if (safe.length <= max) return safe;
+  return `${safe.slice(0, max - 9)}-${createHash("sha256").update(s).digest("hex").slice(0, 8)}`;
+}
+
 export function safeName(s: string, max = 40): string {
   const cleaned = s.replace(/[^a-zA-Z0-9_.-]/g, "-").replace(/^[^a-zA-Z0-9]+/, "");
   return (cleaned || "x").slice(0, max);

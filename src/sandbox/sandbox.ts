@@ -9,8 +9,9 @@ import type { Logger } from "../log.js";
 import { silentLogger } from "../log.js";
 import { connectNetwork } from "./containers.js";
 import { connectDocker, type Docker, engine } from "./docker.js";
+import { EngineWatch } from "./engine-watch.js";
 import { installFirewall, METER_EPISODE_PORT } from "./firewall.js";
-import { newSession, type SandboxSession, safeName } from "./labels.js";
+import { LABEL, newSession, type SandboxSession, safeName, uniqueName } from "./labels.js";
 import { type EpisodeNetwork, NetworkPool } from "./networks.js";
 import { type EpisodeScope, Reaper } from "./reaper.js";
 import { cidrSize, intToIp, parseCidr } from "./subnet.js";
@@ -72,6 +73,8 @@ export class Sandbox {
   readonly session: SandboxSession;
   readonly networks: NetworkPool;
   readonly reaper: Reaper;
+  /** Tells episodes whether the engine restarted under them. */
+  readonly engineWatch: EngineWatch;
   readonly log: Logger;
   readonly poolCidr: string;
 
@@ -84,6 +87,7 @@ export class Sandbox {
     this.poolCidr = opts.poolCidr ?? "10.213.0.0/16";
     this.networks = new NetworkPool(docker, { poolCidr: this.poolCidr, log: this.log });
     this.reaper = new Reaper(docker, this.session, this.log);
+    this.engineWatch = new EngineWatch(docker, this.log, `${LABEL.session}=${this.session.id}`);
   }
 
   /** Connect, install the firewall, sweep leftovers of dead processes, start the periodic reaper. */
@@ -101,6 +105,7 @@ export class Sandbox {
       sb.log.info({ containers: swept.containers.length, networks: swept.networks.length }, "reaper.startup");
     const every = opts.reapIntervalMs ?? 60_000;
     if (every > 0) sb.reaper.start(every);
+    await sb.engineWatch.start();
     return sb;
   }
 
@@ -115,7 +120,7 @@ export class Sandbox {
    * network with the alias `meter`.
    */
   async createTopology(scope: EpisodeScope): Promise<EpisodeTopology> {
-    const base = `trajrl-${safeName(scope.episodeId)}`;
+    const base = `trajrl-${uniqueName(scope.episodeId)}`;
     const agentName = `${base}-agent`;
     const meterName = `${base}-meter`;
     scope.trackNetwork(agentName);
@@ -150,6 +155,7 @@ export class Sandbox {
 
   /** Stop the periodic reaper and remove everything live episodes made (shutdown path). */
   async close(): Promise<void> {
+    this.engineWatch.stop();
     this.reaper.stop();
     await this.reaper.disposeAll();
   }

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { CappedText, demuxFrames } from "../../src/sandbox/containers.js";
 import { globToRegExp, imageHash, isIgnored, parseIgnore } from "../../src/sandbox/context.js";
 import { chainRules } from "../../src/sandbox/firewall.js";
-import { LABEL, labelsFor, newSession, safeName } from "../../src/sandbox/labels.js";
+import { LABEL, labelsFor, newSession, safeName, uniqueName } from "../../src/sandbox/labels.js";
 import { reapDecision } from "../../src/sandbox/reaper.js";
 import {
   blockAt,
@@ -121,6 +121,12 @@ describe("reaper decisions", () => {
       [LABEL.pid]: String(process.pid),
     });
     expect(safeName("../ep 1/x")).toBe("ep-1-x");
+    // Long ids that differ only in their tail (scenario, attempt) keep distinct names.
+    const a = uniqueName("ev_0mx6ufq390120296072.binary-flag-hunt.1");
+    const b = uniqueName("ev_0mx6ufq390120296072.binary-flag-hunt.2");
+    expect(a).not.toBe(b);
+    expect(a.length).toBeLessThanOrEqual(40);
+    expect(uniqueName("short.1")).toBe("short.1");
   });
 });
 
