@@ -42,9 +42,12 @@ export class EngineWatch {
     await this.connect();
   }
 
-  /** True when the engine was lost since `epoch` was read, or is lost now. */
+  /**
+   * True when the engine was lost since `epoch` was read. (A watch that never connected says
+   * nothing: it must not turn every episode into an infra failure.)
+   */
   changedSince(epoch: number): boolean {
-    return this.epoch !== epoch || this.stream === undefined;
+    return this.epoch !== epoch;
   }
 
   stop(): void {
