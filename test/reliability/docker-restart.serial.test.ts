@@ -95,13 +95,19 @@ describe("Docker restarted mid-evaluation", () => {
     const db = new Database(join(dataDir, "validator.sqlite"), { readonly: true });
     const episodes = db
       .prepare("SELECT scenario, attempt, status, failure_class FROM episodes WHERE evaluation_id = ?")
-      .all(r.evaluationId) as Array<{ scenario: string; attempt: number; status: string; failure_class: string | null }>;
+      .all(r.evaluationId) as Array<{
+      scenario: string;
+      attempt: number;
+      status: string;
+      failure_class: string | null;
+    }>;
     const evaluations = db.prepare("SELECT status FROM evaluations WHERE id = ?").all(r.evaluationId);
     db.close();
     expect(evaluations).toEqual([{ status: "scored" }]);
     // Some episode was hit and re-run; each scenario ends with exactly one final attempt.
     expect(episodes.some((e) => e.attempt > 1)).toBe(true);
-    for (const s of SCENARIOS) expect(episodes.filter((e) => e.scenario === s && e.status === "final")).toHaveLength(1);
+    for (const s of SCENARIOS)
+      expect(episodes.filter((e) => e.scenario === s && e.status === "final")).toHaveLength(1);
 
     await env.sandbox.reaper.sweep();
     const filters = { label: [`${LABEL.session}=${env.sandbox.session.id}`] };
