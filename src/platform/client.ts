@@ -541,6 +541,10 @@ export function scoreOutcomeOf(res: { status: number; body: Buffer }): ScoreOutc
     return { kind: "rejected", status, code: "platform_conflict", message };
   }
   if (isRetryableStatus(status)) return { kind: "retryable", status, code: "platform_http_error", message };
+  // Our clock is off by more than the server's ±5 min: each attempt signs a fresh timestamp, so the
+  // verdict goes out once the host's clock is fixed (NTP) instead of being dropped.
+  if (status === 401 && /timestamp|drift|clock/i.test(message))
+    return { kind: "retryable", status, code: "platform_clock_skew", message };
   const code =
     status === 401 || status === 403
       ? "platform_unauthorized"

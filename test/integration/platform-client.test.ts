@@ -317,7 +317,7 @@ describe("POST /api/v2/epoch/{id}/score: every result class", () => {
     expect(fake.scores.get(e.challenge_epoch_id)).toBeUndefined();
   });
 
-  it("rejected: unknown epoch (404), a hotkey that is not a validator (403), a stale timestamp (401)", async () => {
+  it("rejected: unknown epoch (404), a hotkey that is not a validator (403); a skewed clock (401 drift) is retried", async () => {
     fake.openEpoch();
     expect(await client().postScore(999_999, verdict)).toMatchObject({ kind: "rejected", status: 404 });
     const e = fake.openEpoch();
@@ -329,8 +329,10 @@ describe("POST /api/v2/epoch/{id}/score: every result class", () => {
     expect(
       await client({ now: () => Date.now() - 6 * 60_000 }).postScore(e.challenge_epoch_id, verdict),
     ).toMatchObject({
-      kind: "rejected",
+      // Each attempt signs a fresh timestamp: once the host's clock is right the verdict goes out.
+      kind: "retryable",
       status: 401,
+      code: "platform_clock_skew",
     });
   });
 

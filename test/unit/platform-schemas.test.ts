@@ -168,6 +168,7 @@ describe("score outcome classification", () => {
     [408, "", "retryable:platform_http_error"],
     [400, { error: "challenger.score is required" }, "rejected:platform_rejected"],
     [401, { error: "Invalid signature" }, "rejected:platform_unauthorized"],
+    [401, { error: "Timestamp drift exceeds 5 minutes" }, "retryable:platform_clock_skew"],
     [403, { error: "Hotkey is not a registered validator on-chain" }, "rejected:platform_unauthorized"],
     [404, { error: "not found" }, "rejected:platform_epoch_not_found"],
   ])("HTTP %i %j → %s", (status, body, expected) => {
