@@ -109,7 +109,8 @@ describe("reaper", () => {
     await startContainer(c);
 
     const swept = await sb.reaper.sweep();
-    expect(swept.containers).toEqual([c.id]);
+    // Ours is among what was swept (other test files kill processes too: their leftovers go as well).
+    expect(swept.containers).toContain(c.id);
     for (const [name, , keep] of cases) expect([name, await exists("network", name)]).toEqual([name, keep]);
     expect(await exists("container", cname)).toBe(false);
 
