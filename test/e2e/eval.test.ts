@@ -2,41 +2,17 @@
  * The `eval` command as a miner or operator runs it: real Docker, the real meter, the in-process
  * Engy simulator, real scenarios. Spec 900 (three quick scenarios) keeps it to minutes.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { beforeAll, describe, expect, it } from "vitest";
 import { requireDocker } from "../helpers/docker.js";
+import { leftoversOf, runEvalCli } from "../helpers/eval-cli.js";
 
-const root = new URL("../..", import.meta.url).pathname;
-
-interface RunResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function evalCli(dataDir: string, args: string[], onChild?: (c: ChildProcess) => void): Promise<RunResult> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", join(root, "src/cli.ts"), "eval", ...args], {
-      cwd: root,
-      env: {
-        ...process.env,
-        DATA_DIR: dataDir,
-        LLM_API_KEY: "",
-        ENGY_SIM_SEED: "11",
-        ENGY_SIM_LATENCY_SCALE: "0",
-      },
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-    onChild?.(child);
-  });
+function evalCli(dataDir: string, args: string[], onChild?: (c: ChildProcess) => void) {
+  return runEvalCli(dataDir, args, onChild ? { onChild } : {});
 }
 
 type JsonResult = Array<{
@@ -63,18 +39,6 @@ const essence = (r: JsonResult) =>
     qualified: x.verdict?.qualified,
     scenarios: x.verdict?.scenarios.map((s) => [s.scenario, s.quality, s.passed, s.tests]),
   }));
-
-/** Containers and networks made by the given processes (other test files may be running episodes too). */
-async function leftovers(pids: number[]): Promise<number> {
-  const docker = await requireDocker();
-  let n = 0;
-  for (const pid of pids) {
-    const label = [`trajrl.pid=${pid}`];
-    n += (await docker.listContainers({ all: true, filters: { label } })).length;
-    n += (await docker.listNetworks({ filters: { label } })).length;
-  }
-  return n;
-}
 
 describe("eval (e2e)", () => {
   let reference: JsonResult;
@@ -168,6 +132,6 @@ describe("eval (e2e)", () => {
     expect(episodes.some((e) => e.status === "interrupted")).toBe(true);
     const verdict = JSON.parse(evals[0]!.verdict) as { score: number; scenarios: Array<{ quality: number }> };
     expect(verdict.score).toBe(reference[1]!.verdict!.score);
-    expect(await leftovers(pids)).toBe(0);
+    expect(await leftoversOf(pids)).toBe(0);
   }, 900_000);
 });

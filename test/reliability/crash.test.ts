@@ -5,14 +5,13 @@
  * episode, the final episodes' receipts are all there (none duplicated, summing to their cost), and
  * no container or network of either process is left.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { beforeAll, describe, expect, it } from "vitest";
 import { requireDocker } from "../helpers/docker.js";
-import { REPO_ROOT } from "../helpers/episode.js";
+import { type EvalRun, leftoversOf, runEvalCli } from "../helpers/eval-cli.js";
 
 const SEED = Number(process.env.CRASH_SEED ?? 20261203);
 const POINTS = Number(process.env.CRASH_POINTS ?? 20);
@@ -27,42 +26,8 @@ const ARGS = [
   "--json",
 ];
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  pid: number;
-  ms: number;
-}
-
-function evalCli(dataDir: string, killAfterMs?: number): Promise<Run> {
-  return new Promise((resolve) => {
-    const t0 = performance.now();
-    const child: ChildProcess = spawn(
-      process.execPath,
-      ["--import", "tsx", join(REPO_ROOT, "src/cli.ts"), "eval", ...ARGS],
-      {
-        cwd: REPO_ROOT,
-        env: {
-          ...process.env,
-          DATA_DIR: dataDir,
-          LLM_API_KEY: "",
-          ENGY_SIM_SEED: "11",
-          ENGY_SIM_LATENCY_SCALE: "0",
-        },
-      },
-    );
-    let stdout = "";
-    let stderr = "";
-    child.stdout!.on("data", (d) => (stdout += d));
-    child.stderr!.on("data", (d) => (stderr += d));
-    const timer =
-      killAfterMs === undefined ? undefined : setTimeout(() => child.kill("SIGKILL"), killAfterMs);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr, pid: child.pid!, ms: performance.now() - t0 });
-    });
-  });
+function evalCli(dataDir: string, killAfterMs?: number): Promise<EvalRun> {
+  return runEvalCli(dataDir, ARGS, killAfterMs === undefined ? {} : { killAfterMs });
 }
 
 type Verdict = {
@@ -71,9 +36,7 @@ type Verdict = {
   scenarios: Array<{ scenario: string; quality: number; passed: number; tests: number }>;
 };
 
-function verdictOf(stdout: string): Verdict {
-  const start = stdout.indexOf("[\n");
-  const v = (JSON.parse(stdout.slice(start)) as Array<{ verdict: Verdict }>)[0]!.verdict;
+function essence(v: Verdict): Verdict {
   return {
     score: v.score,
     qualified: v.qualified,
@@ -86,19 +49,12 @@ function verdictOf(stdout: string): Verdict {
   };
 }
 
-function essenceOf(json: string | null): Verdict {
-  const v = JSON.parse(json ?? "null") as Verdict;
-  return {
-    score: v.score,
-    qualified: v.qualified,
-    scenarios: v.scenarios.map(({ scenario, quality, passed, tests }) => ({
-      scenario,
-      quality,
-      passed,
-      tests,
-    })),
-  };
-}
+/** The verdict printed by `eval --json`. */
+const verdictOf = (stdout: string): Verdict =>
+  essence((JSON.parse(stdout.slice(stdout.indexOf("[\n"))) as Array<{ verdict: Verdict }>)[0]!.verdict);
+
+/** The verdict stored in SQLite. */
+const essenceOf = (json: string | null): Verdict => essence(JSON.parse(json ?? "null") as Verdict);
 
 /** A small seeded generator (mulberry32): the kill points replay from the printed seed. */
 function rng(seed: number): () => number {
@@ -110,17 +66,6 @@ function rng(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
-}
-
-async function leftovers(pids: number[]): Promise<number> {
-  const docker = await requireDocker();
-  let n = 0;
-  for (const pid of pids) {
-    const label = [`trajrl.pid=${pid}`];
-    n += (await docker.listContainers({ all: true, filters: { label } })).length;
-    n += (await docker.listNetworks({ filters: { label } })).length;
-  }
-  return n;
 }
 
 interface DbFacts {
@@ -206,7 +151,7 @@ describe("kill -9 at random points of an evaluation", () => {
         const pico = mine.reduce((a, r) => a + BigInt(r.usd_pico), 0n);
         expect(Number(pico) / 1e12).toBeCloseTo(outcome.costUsd, 12);
       }
-      expect(await leftovers([killed.pid, resumed.pid])).toBe(0);
+      expect(await leftoversOf([killed.pid, resumed.pid])).toBe(0);
       summary.push(
         `${at}ms:${wasKilled ? "killed" : "finished"}(${f.statuses.filter((s) => s === "interrupted").length} interrupted)`,
       );
