@@ -64,7 +64,8 @@ export interface EpisodeMeter {
   summary(token: string): UsageSummary;
   lastActivity(token: string): Activity;
   receiptsFor(episodeId: string): Receipt[];
-  listen(host: string, port: number): Promise<Listener>;
+  /** A listener that answers `onlyToken` alone (the episode's own network: its own budget only). */
+  listen(host: string, port: number, onlyToken: string): Promise<Listener>;
   readonly priceTableHash: string;
 }
 
@@ -356,7 +357,7 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
     // Topology and the meter's listener for this episode.
     scope = sandbox.openScope(episodeId, healthMs + agentMs + verifierMs + 15 * 60_000);
     const topo = await sandbox.createTopology(scope);
-    listener = await meter.listen(topo.meterBindHost, topo.meterPort);
+    listener = await meter.listen(topo.meterBindHost, topo.meterPort, token);
     const lap = (phase: string) =>
       log.debug({ phase, ms: Math.round(performance.now() - ts) }, "episode.phase");
     lap("topology");

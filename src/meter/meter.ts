@@ -370,13 +370,15 @@ export class Meter {
 
   /**
    * Serve on host:port (port 0: any). May be called several times: the loopback listener plus one
-   * per episode on that episode's network gateway; every listener accepts every live token.
+   * per episode on that episode's network gateway. A listener given `onlyToken` answers that one
+   * token and treats every other as unknown, so an episode's network can only ever spend its own
+   * budget, whatever token reaches it; without it, a listener accepts every live token.
    */
-  async listen(host: string, port: number): Promise<Listener> {
+  async listen(host: string, port: number, onlyToken?: string): Promise<Listener> {
     if (this.stopped) throw new InputError("meter_stopped", "the meter is stopped");
     const server = createServer(
       { keepAliveTimeout: 30_000, headersTimeout: 60_000, requestTimeout: 0 },
-      (req, res) => this.track(this.route(req, res)),
+      (req, res) => this.track(this.route(req, res, onlyToken)),
     );
     try {
       await new Promise<void>((resolve, reject) => {
@@ -431,7 +433,8 @@ export class Meter {
 
   // ---------------------------------------------------------------- HTTP
 
-  private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  private async route(req: IncomingMessage, res: ServerResponse, onlyToken?: string): Promise<void> {
+    const tokenEpisode = (r: IncomingMessage) => this.tokenEpisode(r, onlyToken);
     try {
       const url = req.url ?? "/";
       const q = url.indexOf("?");
@@ -446,7 +449,7 @@ export class Meter {
             "method_not_allowed",
             null,
           );
-        return await this.chat(req, res);
+        return await this.chat(req, res, onlyToken);
       }
       if (req.method !== "GET" && req.method !== "HEAD")
         return this.sendError(
@@ -455,18 +458,18 @@ export class Meter {
           "method not allowed",
           "invalid_request_error",
           "method_not_allowed",
-          this.tokenEpisode(req),
+          tokenEpisode(req),
         );
-      if (path === "/v1/models") return this.send(res, 200, this.modelsBody, this.tokenEpisode(req));
+      if (path === "/v1/models") return this.send(res, 200, this.modelsBody, tokenEpisode(req));
       if (path === "/health" || path === "/healthz")
         return this.send(
           res,
           200,
           Buffer.from(JSON.stringify({ ok: true, episodes: this.live.size })),
-          this.tokenEpisode(req),
+          tokenEpisode(req),
         );
       if (path === "/v1/budget") {
-        const ep = this.tokenEpisode(req);
+        const ep = tokenEpisode(req);
         if (ep === null)
           return this.sendError(res, 401, "unknown or closed episode token", "auth", "invalid_token", null);
         return this.send(res, 200, Buffer.from(JSON.stringify(budgetView(ep.budget))), ep);
@@ -477,7 +480,7 @@ export class Meter {
         `no route ${path}`,
         "invalid_request_error",
         "not_found",
-        this.tokenEpisode(req),
+        tokenEpisode(req),
       );
     } catch (err) {
       // Our bug, not the policy's: answer once if we still can, and keep serving.
@@ -488,11 +491,13 @@ export class Meter {
     }
   }
 
-  /** The live episode of the request's bearer token, or null. */
-  private tokenEpisode(req: IncomingMessage): Episode | null {
+  /** The live episode of the request's bearer token (when the listener takes it), or null. */
+  private tokenEpisode(req: IncomingMessage, onlyToken?: string): Episode | null {
     const auth = req.headers.authorization;
     if (auth === undefined || auth.length < 8 || !/^bearer /i.test(auth)) return null;
-    return this.live.get(auth.slice(7).trim()) ?? null;
+    const token = auth.slice(7).trim();
+    if (onlyToken !== undefined && token !== onlyToken) return null;
+    return this.live.get(token) ?? null;
   }
 
   private send(
@@ -521,9 +526,9 @@ export class Meter {
     this.send(res, status, Buffer.from(errorBody(message, type, code)), ep);
   }
 
-  private async chat(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  private async chat(req: IncomingMessage, res: ServerResponse, onlyToken?: string): Promise<void> {
     const t0 = performance.now();
-    const ep = this.tokenEpisode(req);
+    const ep = this.tokenEpisode(req, onlyToken);
     if (ep === null) {
       req.resume();
       return this.sendError(res, 401, "unknown or closed episode token", "auth", "invalid_token", null);

@@ -561,6 +561,24 @@ describe("meter: receipts, listeners, SDK", () => {
     expect((await post(h.base, token, { model: "kimi-k3", messages: msgs() })).status).toBe(200);
   });
 
+  it("a listener bound to one episode's token answers that token alone", async () => {
+    const mine = h.meter.mint("ep-mine", 0.3);
+    const other = h.meter.mint("ep-other", 0.3);
+    const bound = await h.meter.listen("127.0.0.1", 0, mine);
+    const base2 = `http://127.0.0.1:${bound.port}/v1`;
+    const refused = await post(base2, other, { model: "kimi-k3", messages: msgs() });
+    expect(refused.status).toBe(401);
+    expect(refused.json().error.type).toBe("auth");
+    expect((await get(base2, "/budget", other)).status).toBe(401);
+    expect((await post(base2, mine, { model: "kimi-k3", messages: msgs() })).status).toBe(200);
+    expect((await get(base2, "/budget", mine)).status).toBe(200);
+    // the other token is live and still spends on the unbound listener; nothing was billed to it
+    expect(h.meter.summary(other)).toMatchObject({ calls: 0, errors: 0, cost_usd: 0 });
+    expect((await post(h.base, other, { model: "kimi-k3", messages: msgs() })).status).toBe(200);
+    expect(h.up.hits).toBe(2);
+    await bound.close();
+  });
+
   it("the openai SDK works through the meter unchanged, stream and non-stream, with tool calls", async () => {
     const token = h.meter.mint("ep-sdk", 0.3);
     h.up.answer = { toolCalls: [{ name: "read_file", arguments: '{"path": "/workspace/SKILL.md"}' }] };
