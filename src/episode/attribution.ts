@@ -6,10 +6,12 @@
  */
 import type { EpisodeFailure } from "./types.js";
 
-export type KillReason = "deadline" | "watchdog_no_call" | "watchdog_idle";
+export type KillReason = "deadline" | "watchdog_no_call" | "watchdog_idle" | "policy_exited";
 
 export interface AgentEndFacts {
   killedBy?: KillReason;
+  /** How the policy sidecar ended when it died under the running agent (killedBy "policy_exited"). */
+  policyExit?: { exitCode: number; oomKilled: boolean };
   /** The meter held a reservation (a call in flight upstream) when the watchdog fired. */
   inflightAtKill?: boolean;
   exitCode: number | undefined;
@@ -44,6 +46,20 @@ export function upstreamFailing(receipts: readonly ReceiptFacts[]): boolean {
 }
 
 export function attributeAgentEnd(f: AgentEndFacts): EpisodeFailure | undefined {
+  if (f.killedBy === "policy_exited") {
+    const exit = f.policyExit;
+    return exit?.oomKilled
+      ? {
+          class: "policy",
+          code: "policy_oom",
+          message: "the policy sidecar ran out of memory while the agent ran (killed at its memory limit)",
+        }
+      : {
+          class: "policy",
+          code: "policy_crashed",
+          message: `the policy sidecar exited with status ${exit?.exitCode ?? "?"} while the agent ran`,
+        };
+  }
   if (f.killedBy === "deadline")
     return {
       class: "policy",

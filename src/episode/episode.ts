@@ -525,6 +525,7 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
       }, 1000);
       spend.unref();
       let killedBy: KillReason | undefined;
+      let policyExit: AgentEndFacts["policyExit"];
       let inflightAtKill = false;
       let exitCode: number | undefined;
       try {
@@ -545,10 +546,27 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
             to.watchdogPollMs ?? 1_000,
             AbortSignal.any([adl.signal, wdStop.signal]),
           ).then((why) => (why ? { kind: "watchdog" as const, why } : new Promise<never>(() => {}))),
+          // A policy that dies under the agent (a crash, its memory limit) can answer nothing more:
+          // end the agent now rather than let it retry into a dead socket until the watchdog fires.
+          waitExit(sidecar, AbortSignal.any([adl.signal, wdStop.signal])).then(
+            (code) => ({ kind: "policy_exited" as const, code }),
+            () => new Promise<never>(() => {}),
+          ),
         ]);
         if (outcome.kind === "exit") exitCode = outcome.code;
         else {
-          killedBy = outcome.kind === "deadline" ? "deadline" : outcome.why;
+          if (outcome.kind === "policy_exited") {
+            // (A kill from outside shows as a kill event just before the exit: give it time to land.)
+            const [s] = await Promise.all([inspectContainer(sidecar), sleep(300)]);
+            policyExit = { exitCode: outcome.code, oomKilled: Boolean(s.State.OOMKilled) };
+            log.warn(policyExit, "episode.policy.exited");
+          }
+          killedBy =
+            outcome.kind === "deadline"
+              ? "deadline"
+              : outcome.kind === "watchdog"
+                ? outcome.why
+                : "policy_exited";
           inflightAtKill = killedBy !== "deadline" && meter.summary(token).reserved_usd > 0;
           log.warn({ killedBy, inflightAtKill }, "episode.agent.kill");
           await stopContainer(agentC, stopGraceMs);
@@ -574,7 +592,8 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
       // Nothing may be billed after the agent is done; stop the policy and free the CPUs for grading.
       closeToken();
       // Killed by someone else while the agent ran (before our own removal below): infra.
-      if (sandbox.engineWatch.killsOf(sidecarName) > 0)
+      const sidecarKilled = sandbox.engineWatch.killsOf(sidecarName) > 0;
+      if (sidecarKilled)
         fail({
           class: "infra",
           code: "sidecar_killed",
@@ -614,9 +633,12 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
         inflightAtKill,
       };
       if (killedBy) facts.killedBy = killedBy;
+      if (policyExit) facts.policyExit = policyExit;
       if (parsed?.summary?.reason) facts.summaryReason = parsed.summary.reason;
       if (parsed?.summary?.code) facts.summaryCode = parsed.summary.code;
-      const agentFailure = attributeAgentEnd(facts);
+      // (A sidecar killed from outside ended the agent: that is the whole story, not a policy crash.)
+      const agentFailure =
+        killedBy === "policy_exited" && sidecarKilled ? undefined : attributeAgentEnd(facts);
       if (agentFailure) fail(agentFailure);
       if (parsed?.summary?.reason === "budget_exhausted") result.notes.push("budget_exhausted");
 

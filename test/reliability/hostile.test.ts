@@ -10,10 +10,12 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type EpisodeResult, type RunEpisodeOptions, runEpisode } from "../../src/episode/episode.js";
 import type { EpisodeScenario } from "../../src/episode/types.js";
+import { LABEL } from "../../src/sandbox/labels.js";
 import { type EpisodeRig, packOf, REPO_ROOT, shippedScenario, startEpisodeRig } from "../helpers/episode.js";
 import { BASE_IMAGE, countLabelled, perlServer } from "../helpers/sandbox.js";
 
@@ -178,12 +180,13 @@ describe("hostile policies", () => {
     await docker.ping();
   }, 300_000);
 
-  it("memory bomb: OOM-killed inside its 1 GiB, a policy fault", async () => {
+  it("memory bomb: OOM-killed inside its 1 GiB; the agent is stopped at once, policy_oom", async () => {
     const r = await episode(hostile("memory-bomb"), {
       timeouts: { agentMs: 60_000, stopGraceMs: 2_000, watchdogFirstCallMs: 30_000 },
     });
     expect(r.status).toBe("scored");
-    expect(r.failure?.class).toBe("policy");
+    expect(r.failure).toMatchObject({ class: "policy", code: "policy_oom" });
+    expect(r.agent?.killed_by).toBe("policy_exited");
     expect(r.quality).toBe(0);
   }, 300_000);
 
@@ -228,6 +231,47 @@ describe("hostile policies", () => {
     });
     expect(r.status).toBe("scored");
     expect(r.failure).toMatchObject({ class: "policy", code: "policy_stalled" });
+  }, 300_000);
+
+  it("crashes mid-run: the agent is stopped at once, policy_crashed with the exit status", async () => {
+    const r = await episode(hostile("crash-mid-run"), {
+      timeouts: { agentMs: 90_000, watchdogFirstCallMs: 60_000, stopGraceMs: 2_000 },
+    });
+    expect(r.status).toBe("scored");
+    expect(r.failure).toMatchObject({ class: "policy", code: "policy_crashed" });
+    expect(r.failure?.message).toContain("status 3");
+    expect(r.agent?.killed_by).toBe("policy_exited");
+    expect(r.cost_usd).toBe(0);
+  }, 300_000);
+
+  it("a sidecar killed from outside mid-run is infra (re-run), not the policy's crash", async () => {
+    const session = rig.sandbox.session.id;
+    const running = (role: string) =>
+      docker.listContainers({
+        filters: { label: [`${LABEL.session}=${session}`, `${LABEL.role}=${role}`], status: ["running"] },
+      });
+    // Kill the sidecar as an operator would once the agent runs (the policy never answers, so the
+    // agent waits on it; the watchdog is far away).
+    const killer = (async () => {
+      for (let i = 0; i < 600; i++) {
+        const [agent] = await running("agent");
+        const [sidecar] = await running("sidecar");
+        if (agent && sidecar) {
+          await sleep(500);
+          await docker.getContainer(sidecar.Id).kill();
+          return true;
+        }
+        await sleep(100);
+      }
+      return false;
+    })();
+    const r = await episode(hostile("never-answers"), {
+      timeouts: { agentMs: 90_000, watchdogFirstCallMs: 60_000, stopGraceMs: 2_000 },
+    });
+    expect(await killer).toBe(true);
+    expect(r.status).toBe("failed");
+    expect(r.failure).toMatchObject({ class: "infra", code: "sidecar_killed" });
+    expect(r.notes).not.toContain("policy_crashed");
   }, 300_000);
 
   it("crashes at start: policy_crashed, nothing billed", async () => {

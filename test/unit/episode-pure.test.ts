@@ -68,6 +68,21 @@ describe("ctrf and reward", () => {
 describe("failure attribution", () => {
   const base = { exitCode: 0, oomKilled: false, upstreamFailing: false };
 
+  it("a policy that died under the agent is the policy's fault: out of memory or crashed", () => {
+    // whatever the agent wrote after its model went away (signal, llm_error) does not move it
+    for (const summaryReason of [undefined, "signal", "llm_error"]) {
+      const f = { ...base, killedBy: "policy_exited" as const, upstreamFailing: true };
+      if (summaryReason) Object.assign(f, { summaryReason });
+      expect(attributeAgentEnd({ ...f, policyExit: { exitCode: 137, oomKilled: true } })).toMatchObject({
+        class: "policy",
+        code: "policy_oom",
+      });
+      const crashed = attributeAgentEnd({ ...f, policyExit: { exitCode: 3, oomKilled: false } });
+      expect(crashed).toMatchObject({ class: "policy", code: "policy_crashed" });
+      expect(crashed?.message).toContain("status 3");
+    }
+  });
+
   it("a clean end is no failure; the deadline is the policy's", () => {
     expect(attributeAgentEnd({ ...base, summaryReason: "completed" })).toBeUndefined();
     expect(attributeAgentEnd({ ...base, summaryReason: "max_turns" })).toBeUndefined();
