@@ -2,6 +2,7 @@
  * Meter overhead benchmark:
  *   npx tsx bench/meter.ts [--seconds 2] [--rounds 2] [--body-kb 8] [--upstream sim|test]
  *     [--levels 1,16,64] [--modes json,stream] [--variant full|no-receipts|no-logs|no-receipts,no-logs]
+ *     [--cpu-prof DIR]   (a V8 CPU profile of the meter process, for diagnosis)
  *
  * Three targets on the same zero-latency upstream, each server in its own child process:
  *   direct  the upstream itself (the Engy simulator at latency scale 0 when src/engy-sim loads,
@@ -234,7 +235,10 @@ function requestBody(kb: number, stream: boolean): string {
 }
 
 function startChild(args: string[]): { proc: ChildProcess; firstLine: Promise<string> } {
-  const proc = spawn(process.execPath, ["--import", "tsx", here, "child", ...args], {
+  // --cpu-prof DIR: a V8 CPU profile of the meter process, written when it stops (Chrome DevTools).
+  const prof = argStr("cpu-prof", "");
+  const v8 = prof && args[0] === "meter" ? ["--cpu-prof", `--cpu-prof-dir=${prof}`] : [];
+  const proc = spawn(process.execPath, [...v8, "--import", "tsx", here, "child", ...args], {
     cwd: root,
     stdio: ["ignore", "pipe", "inherit"],
   });
