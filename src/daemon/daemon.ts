@@ -433,6 +433,9 @@ export class Daemon {
     const info = {
       last_set_weights_at: secs(MARK.lastSetWeightsAt),
       last_eval_at: secs(MARK.lastEvalAt),
+      // The image digests of the last evaluation (as its verdict reported them), so the platform
+      // can tell which validators ran the same sandbox.
+      harness_image_hash: marks.get(MARK.lastEvalAt)?.detail ?? undefined,
       llm_model: this.config.llm.defaultModel,
       llm_base_url: this.config.llm.baseUrl,
     };

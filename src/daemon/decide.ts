@@ -227,8 +227,10 @@ const clamp01 = (x: number) => (Number.isFinite(x) ? Math.min(1, Math.max(0, x))
 
 /**
  * The verdict for a pack that could not be fetched: a rejection, score 0, posted like any verdict.
- * The Python daemon folds fetch and hash failures alike into `rejection_detail: "pack_verify_failed"`
- * (validator.py `_score_challenger`, miner_eval.py SKIP_PACK_VERIFY).
+ * The Python daemon folds fetch and hash failures alike into `pack_verify_failed` (validator.py
+ * `_score_challenger`, miner_eval.py SKIP_PACK_VERIFY). The detail reads like every rejection the
+ * pipeline posts, `code: message`; the message names the fetch error's code, never its text (which
+ * may hold the pack's signed URL).
  */
 export function packFetchRejection(args: {
   specNumber: number;
@@ -236,10 +238,17 @@ export function packFetchRejection(args: {
   llmModel: string;
   harnessName: string;
   harnessVersion: string;
+  /** The fetch error's code (e.g. pack_fetch_failed, pack_too_large). */
+  reason: string;
 }): ScoreVerdict {
   return {
     spec_number: args.specNumber,
-    challenger: { score: 0, qualified: false, rejected: true, rejection_detail: "pack_verify_failed" },
+    challenger: {
+      score: 0,
+      qualified: false,
+      rejected: true,
+      rejection_detail: `pack_verify_failed: the pack could not be fetched (${args.reason})`,
+    },
     llm_base_url: args.llmBaseUrl,
     llm_model: args.llmModel,
     harness_name: args.harnessName,

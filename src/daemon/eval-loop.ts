@@ -193,6 +193,7 @@ export class EpochEvaluator {
         llmModel: d.config.llm.defaultModel,
         harnessName: HARNESS_NAME,
         harnessVersion: VERSION,
+        reason: e.code,
       });
       this.queue(plan, verdict, log);
       d.onEvaluationFinished?.({ plan, evaluationId: null, verdict, blockHeight, log: null, startedAtMs });
@@ -295,7 +296,8 @@ export class EpochEvaluator {
       challengerHotkey: plan.challengerHotkey,
       packHash: plan.packHash,
     });
-    d.marks.set(MARK.lastEvalAt, now);
+    // The images that produced it travel with the mark: the heartbeat reports them.
+    d.marks.set(MARK.lastEvalAt, now, verdict.harness_image_hash);
     log.info(
       {
         outbox: entry.id,

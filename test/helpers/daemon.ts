@@ -26,6 +26,7 @@ import {
   SHUTDOWN,
   type Verdict,
 } from "../../src/evaluation/index.js";
+import { toScoreVerdict } from "../../src/evaluation/pipeline.js";
 import { loadPack } from "../../src/pack/index.js";
 import type { ScoreVerdict } from "../../src/platform/index.js";
 import { EvaluationRepo } from "../../src/store/index.js";
@@ -159,32 +160,13 @@ export interface CorePipelineLog {
 
 const PROVENANCE = (config: Config): Provenance => ({
   priceTableHash: "0".repeat(64),
-  imageDigests: {},
+  imageDigests: { sidecar: `sha256:${"5".repeat(64)}` },
   validatorVersion: "test",
   harness: { name: "trajrl-validator-ts", version: "test" },
   llm: { baseUrl: config.llm.baseUrl, simulated: true, defaultModel: config.llm.defaultModel },
   capUsd: config.llm.episodeCapUsd,
   concurrency: 1,
 });
-
-export function toScoreVerdictForTests(v: Verdict): ScoreVerdict {
-  const scenario_results: Record<string, unknown> = {};
-  for (const s of v.scenarios)
-    scenario_results[s.scenario] = { score: s.quality, tests: s.tests, passed: s.passed };
-  return {
-    spec_number: v.spec,
-    challenger: {
-      score: v.score,
-      qualified: v.qualified,
-      ...(v.rejected ? { rejected: true, rejection_detail: v.rejection?.code ?? "rejected" } : {}),
-      ...(v.scenarios.length ? { scenario_results } : {}),
-    },
-    llm_base_url: v.provenance.llm.baseUrl,
-    llm_model: v.provenance.llm.defaultModel,
-    harness_name: v.provenance.harness.name,
-    harness_version: v.provenance.harness.version,
-  };
-}
 
 export function corePipeline(o: CorePipelineOptions): { pipeline: Pipeline; seen: CorePipelineLog } {
   const seen: CorePipelineLog = { calls: [], episodes: [], probes: 0 };
@@ -199,7 +181,8 @@ export function corePipeline(o: CorePipelineOptions): { pipeline: Pipeline; seen
         close: async () => {},
       };
     },
-    toScoreVerdict: toScoreVerdictForTests,
+    // The production mapping: what the daemon posts is what the pipeline module makes of a verdict.
+    toScoreVerdict,
     async evaluatePack(env, req): Promise<PackEvaluation> {
       seen.calls.push({ epochId: req.epochId, specNumber: req.specNumber });
       const spec = o.spec ?? req.specNumber ?? 900;

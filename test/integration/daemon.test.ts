@@ -150,6 +150,20 @@ describe("daemon against the fake platform and the subtensor test node", () => {
     expect(r.seen.calls).toHaveLength(1);
     for (const name of ["eval", "winner", "outbox", "weights", "heartbeat"])
       expect(r.live.loops.get(name)?.ticks).toBeGreaterThan(0);
+
+    // The first heartbeat came before any evaluation; after a restart the heartbeat reports the
+    // last evaluation's time and the image digests its verdict carried (kept in the database).
+    expect(w.fake.heartbeats[0]).not.toHaveProperty("harness_image_hash");
+    await r.daemon.stop();
+    const beats = w.fake.heartbeats.length;
+    await startDaemon(w, { scenarios: ["alpha", "beta"] });
+    await until(() => w.fake.heartbeats.length > beats, 10_000, "the heartbeat after the restart");
+    expect(w.fake.heartbeats.at(-1)).toMatchObject({
+      harness_image_hash: body.harness_image_hash,
+      last_eval_at: expect.any(Number),
+      last_set_weights_at: expect.any(Number),
+    });
+    expect(body.harness_image_hash).toMatch(/^sidecar=sha256:[0-9a-f]{64}$/);
   });
 
   it("burns to the owner with no seat, backs off on SettingWeightsTooFast, and survives a dropped websocket", async () => {
@@ -295,8 +309,14 @@ describe("daemon against the fake platform and the subtensor test node", () => {
     );
     expect(w.fake.scores.get(missing.challenge_epoch_id)![0]).toMatchObject({
       spec_number: 900,
-      challenger: { score: 0, qualified: false, rejected: true, rejection_detail: "pack_verify_failed" },
+      challenger: { score: 0, qualified: false, rejected: true },
     });
+    // Every rejection the daemon posts reads `code: message`, whichever layer made it.
+    const detail = (id: number) =>
+      (w.fake.scores.get(id)![0]!.challenger as { rejection_detail: string }).rejection_detail;
+    expect(detail(missing.challenge_epoch_id)).toMatch(
+      /^pack_verify_failed: the pack could not be fetched \(\w+\)$/,
+    );
     expect(r.seen.calls).toHaveLength(0);
 
     const wrong = w.fake.openEpoch({ packBytes: pinBytes, packHash: "ef".repeat(32), specNumber: 900 });
@@ -306,8 +326,9 @@ describe("daemon against the fake platform and the subtensor test node", () => {
       "the second rejection",
     );
     expect(w.fake.scores.get(wrong.challenge_epoch_id)![0]).toMatchObject({
-      challenger: { score: 0, rejected: true, rejection_detail: "pack_verify_failed" },
+      challenger: { score: 0, rejected: true },
     });
+    expect(detail(wrong.challenge_epoch_id)).toMatch(/^pack_verify_failed: hash mismatch: /);
     // Both verdicts end delivered, nothing left pending. (The fake records a POST before the daemon
     // has read its answer and marked the row, so wait for the outbox rather than sample it once.)
     const outbox = new VerdictOutboxRepo(r.daemon.database!);
