@@ -27,6 +27,8 @@ export interface FakeUpstream {
   /** Remaining budget it reports (header and GET /v1/budget). */
   remainingUsd: number;
   chatRequests(): RecordedRequest[];
+  /** The most "slow" calls seen waiting at the same time (parallelism, without a clock). */
+  readonly maxSlowInFlight: number;
   close(): Promise<void>;
 }
 
@@ -70,7 +72,7 @@ export async function startFakeUpstream(opts: FakeUpstreamOptions = {}): Promise
   const requests: RecordedRequest[] = [];
   const streams: string[][] = [];
   let n = 0;
-  const state = { remainingUsd: 0.25 };
+  const state = { remainingUsd: 0.25, slowInFlight: 0, maxSlowInFlight: 0 };
 
   const server = createServer((req, res) => {
     void (async () => {
@@ -109,7 +111,12 @@ export async function startFakeUpstream(opts: FakeUpstreamOptions = {}): Promise
         });
         return;
       }
-      if (model === "slow") await sleep(slowMs);
+      if (model === "slow") {
+        state.slowInFlight++;
+        state.maxSlowInFlight = Math.max(state.maxSlowInFlight, state.slowInFlight);
+        await sleep(slowMs);
+        state.slowInFlight--;
+      }
       n += 1;
       state.remainingUsd = Math.max(0, Math.round((state.remainingUsd - 0.01) * 1e6) / 1e6);
       const id = `chatcmpl-fake${n}`;
@@ -207,6 +214,9 @@ export async function startFakeUpstream(opts: FakeUpstreamOptions = {}): Promise
     streams,
     get remainingUsd() {
       return state.remainingUsd;
+    },
+    get maxSlowInFlight() {
+      return state.maxSlowInFlight;
     },
     set remainingUsd(v: number) {
       state.remainingUsd = v;
