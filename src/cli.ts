@@ -6,6 +6,7 @@
 import { Command, CommanderError } from "commander";
 import { registerEngySim } from "./cli/engy-sim.js";
 import { registerEval } from "./cli/eval.js";
+import { registerImages } from "./cli/images.js";
 import { registerMeter } from "./cli/meter.js";
 import { registerPack } from "./cli/pack.js";
 import { registerPolicy } from "./cli/policy.js";
@@ -31,6 +32,7 @@ export function buildProgram(): Command {
   registerPolicy(program);
   registerRun(program);
   registerStatus(program);
+  registerImages(program);
   return program;
 }
 

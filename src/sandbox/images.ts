@@ -12,11 +12,19 @@ import { InfraError, isAbortError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { silentLogger } from "../log.js";
 import { sidecarBuildContext } from "../policy/index.js";
-import { assembleContext, type ContextSource, contextTarEntries, imageHash } from "./context.js";
+import {
+  assembleContext,
+  type BuildContext,
+  type ContextSource,
+  contextTarEntries,
+  imageHash,
+} from "./context.js";
 import { type Docker, dockerMessage, engine, isNotFound } from "./docker.js";
 import { bufferStream, packTar } from "./tar.js";
 
 export const IMAGE_HASH_LABEL = "trajrl.image-hash";
+/** What a project image is: agent-base | sidecar | scenario (what `images prune` looks at). */
+export const IMAGE_KIND_LABEL = "trajrl.image";
 /** Tags carry this many hex digits of the hash (80 bits: collisions are not a concern). */
 const TAG_HEX = 20;
 
@@ -129,11 +137,16 @@ export class ImageBuilder {
     private readonly log: Logger = silentLogger,
   ) {}
 
-  /** The image for `spec`: reused when its hash exists, else built once however many callers ask. */
-  async ensure(spec: ImageSpec, signal?: AbortSignal): Promise<BuiltImage> {
+  /** The reference and content hash `spec` builds to, from its sources as they are now. */
+  async resolve(spec: ImageSpec): Promise<{ ref: string; hash: string; ctx: BuildContext }> {
     const ctx = await assembleContext(spec.sources, spec.exclude);
     const hash = imageHash(ctx.filesHash, spec.dockerfile, spec.buildArgs ?? {}, spec.baseImageIds ?? []);
-    const ref = `${spec.repo}:${hash.slice(0, TAG_HEX)}`;
+    return { ref: `${spec.repo}:${hash.slice(0, TAG_HEX)}`, hash, ctx };
+  }
+
+  /** The image for `spec`: reused when its hash exists, else built once however many callers ask. */
+  async ensure(spec: ImageSpec, signal?: AbortSignal): Promise<BuiltImage> {
+    const { ref, hash, ctx } = await this.resolve(spec);
     const key = ref;
     const running = this.inflight.get(key);
     if (running) return running;
@@ -301,52 +314,79 @@ export class ProjectImages {
     return bundle;
   }
 
+  private agentBaseSpec(): ImageSpec {
+    const root = this.opts.repoRoot;
+    return {
+      repo: "trajrl/agent-base",
+      // The layout the agent module declares: its Dockerfile folder at the root, plus the bundle.
+      sources: [
+        { from: join(root, AGENT_BASE_CONTEXT.dockerfileDir), to: "" },
+        ...AGENT_BASE_CONTEXT.extra.map((e) => ({ from: join(root, e.from), to: e.to })),
+      ],
+      dockerfile: AGENT_BASE_CONTEXT.dockerfile,
+      labels: { [IMAGE_KIND_LABEL]: "agent-base" },
+    };
+  }
+
+  private sidecarSpec(): ImageSpec {
+    // The sidecar module names its context: the Dockerfile plus the runtime files, repo-relative.
+    const ctx = sidecarBuildContext();
+    return {
+      repo: "trajrl/sidecar",
+      sources: ctx.files.map((f) => ({ from: join(ctx.root, f), to: f })),
+      dockerfile: ctx.dockerfile,
+      labels: { [IMAGE_KIND_LABEL]: "sidecar" },
+    };
+  }
+
+  private scenarioSpec(s: ScenarioImageSource, base: { ref: string; id: string }): ImageSpec {
+    return {
+      repo: `trajrl/scenario-${s.name.toLowerCase().replace(/[^a-z0-9_.-]/g, "-")}`,
+      sources: [{ from: join(s.dir, "environment"), to: "" }],
+      dockerfile: "Dockerfile",
+      buildArgs: { AGENT_BASE: base.ref },
+      baseImageIds: [base.id],
+      labels: { [IMAGE_KIND_LABEL]: "scenario", "trajrl.scenario": s.name },
+    };
+  }
+
   async agentBase(signal?: AbortSignal): Promise<BuiltImage> {
     if (this.opts.agentImage) return this.builder.existing(this.opts.agentImage);
     await this.ensureAgentBundle();
-    const root = this.opts.repoRoot;
-    return this.builder.ensure(
-      {
-        repo: "trajrl/agent-base",
-        // The layout the agent module declares: its Dockerfile folder at the root, plus the bundle.
-        sources: [
-          { from: join(root, AGENT_BASE_CONTEXT.dockerfileDir), to: "" },
-          ...AGENT_BASE_CONTEXT.extra.map((e) => ({ from: join(root, e.from), to: e.to })),
-        ],
-        dockerfile: AGENT_BASE_CONTEXT.dockerfile,
-        labels: { "trajrl.image": "agent-base" },
-      },
-      signal,
-    );
+    return this.builder.ensure(this.agentBaseSpec(), signal);
   }
 
   async sidecar(signal?: AbortSignal): Promise<BuiltImage> {
     if (this.opts.sidecarImage) return this.builder.existing(this.opts.sidecarImage);
-    // The sidecar module names its context: the Dockerfile plus the runtime files, repo-relative.
-    const ctx = sidecarBuildContext();
-    return this.builder.ensure(
-      {
-        repo: "trajrl/sidecar",
-        sources: ctx.files.map((f) => ({ from: join(ctx.root, f), to: f })),
-        dockerfile: ctx.dockerfile,
-        labels: { "trajrl.image": "sidecar" },
-      },
-      signal,
-    );
+    return this.builder.ensure(this.sidecarSpec(), signal);
   }
 
   async scenario(s: ScenarioImageSource, signal?: AbortSignal): Promise<BuiltImage> {
     const base = await this.agentBase(signal);
-    return this.builder.ensure(
-      {
-        repo: `trajrl/scenario-${s.name.toLowerCase().replace(/[^a-z0-9_.-]/g, "-")}`,
-        sources: [{ from: join(s.dir, "environment"), to: "" }],
-        dockerfile: "Dockerfile",
-        buildArgs: { AGENT_BASE: base.ref },
-        baseImageIds: [base.id],
-        labels: { "trajrl.image": "scenario", "trajrl.scenario": s.name },
-      },
-      signal,
-    );
+    return this.builder.ensure(this.scenarioSpec(s, base), signal);
+  }
+
+  /**
+   * The references this checkout's images have now, built or not: the agent base and the sidecar
+   * (or the operator's overrides), and each of `scenarios` FROM the current agent base when that
+   * base exists (a scenario image FROM another base is not current). Nothing is built.
+   */
+  async currentRefs(scenarios: readonly ScenarioImageSource[]): Promise<Set<string>> {
+    const keep = new Set<string>();
+    let base: { ref: string; id: string } | undefined;
+    if (this.opts.agentImage) {
+      keep.add(this.opts.agentImage);
+      base = await this.builder.existing(this.opts.agentImage).catch(() => undefined);
+    } else {
+      await this.ensureAgentBundle();
+      const { ref, hash } = await this.builder.resolve(this.agentBaseSpec());
+      keep.add(ref);
+      const id = await this.builder.lookup(ref, hash);
+      if (id) base = { ref, id };
+    }
+    keep.add(this.opts.sidecarImage ?? (await this.builder.resolve(this.sidecarSpec())).ref);
+    if (base)
+      for (const s of scenarios) keep.add((await this.builder.resolve(this.scenarioSpec(s, base))).ref);
+    return keep;
   }
 }

@@ -31,9 +31,11 @@ export {
   METER_BRIDGE_PREFIX,
   METER_EPISODE_PORT,
 } from "./firewall.js";
+export { type PruneOptions, type PruneReport, pruneImages } from "./image-prune.js";
 export {
   type BuiltImage,
   IMAGE_HASH_LABEL,
+  IMAGE_KIND_LABEL,
   ImageBuilder,
   type ImageSpec,
   ProjectImages,

@@ -1,0 +1,61 @@
+/**
+ * `images prune`: remove the project's images that the current sources no longer build (every
+ * change of the agent, the sidecar or a scenario leaves its previous image behind, tagged by its
+ * old content hash). Current images, images in use and images that are not the project's stay.
+ */
+import type { Command } from "commander";
+import { out, warn } from "./io.js";
+import { type ScenariosDirFlags, scenariosDirOf } from "./scenarios.js";
+
+interface PruneFlags extends ScenariosDirFlags {
+  dryRun?: boolean;
+}
+
+const mb = (bytes: number) => `${(bytes / 1e6).toFixed(0)} MB`;
+
+export function registerImages(program: Command): void {
+  const images = program.command("images").description("the project's Docker images");
+  images
+    .command("prune")
+    .description("remove the project's images the current sources no longer build (never one in use)")
+    .option(
+      "--dir <dir>",
+      "scenarios directory whose images are current (default SCENARIOS_DIR, ./scenarios)",
+    )
+    .option("--dry-run", "list what would be removed, remove nothing")
+    .action(async (flags: PruneFlags) => {
+      const [{ loadConfig }, { loadCatalogue }, sandboxMod, { pruneImages }, { REPO_ROOT }] =
+        await Promise.all([
+          import("../config.js"),
+          import("../scenarios/index.js"),
+          import("../sandbox/index.js"),
+          import("../sandbox/image-prune.js"),
+          import("../policy/index.js"),
+        ]);
+      const config = loadConfig();
+      const catalogue = await loadCatalogue(await scenariosDirOf(flags));
+      const docker = sandboxMod.connectDocker(config.evaluation.dockerSocket);
+      const { InfraError } = await import("../errors.js");
+      await docker.ping().catch((err: Error) => {
+        throw new InfraError(
+          "docker_unavailable",
+          `no Docker engine answers on ${config.evaluation.dockerSocket} (${err.message})`,
+          { retryable: false },
+        );
+      });
+      const project = new sandboxMod.ProjectImages(docker, {
+        repoRoot: REPO_ROOT,
+        ...(config.evaluation.agentImage ? { agentImage: config.evaluation.agentImage } : {}),
+        ...(config.evaluation.sidecarImage ? { sidecarImage: config.evaluation.sidecarImage } : {}),
+      });
+      const keep = await project.currentRefs(catalogue);
+      const r = await pruneImages(docker, { keep, dryRun: flags.dryRun === true });
+      const verb = flags.dryRun ? "would remove" : "removed";
+      for (const img of r.removed) out(`${verb} ${img.ref} (${img.kind}, ${mb(img.sizeBytes)})`);
+      for (const img of r.refused) warn(`kept ${img.ref}: ${img.reason}`);
+      out(
+        `${verb} ${r.removed.length} image tag(s); ${r.kept} current image(s) kept` +
+          (r.refused.length ? `; ${r.refused.length} refused by the engine (in use)` : ""),
+      );
+    });
+}

@@ -1,0 +1,136 @@
+/**
+ * `images prune` on the real engine: stale project images go (children before their base), the
+ * current ones stay, one a container uses is refused by the engine and reported, and a dry run
+ * removes nothing. Scratch images live under a repository prefix of this test's own, so a prune
+ * here never touches what other tests build; the CLI is exercised as a dry run on the project.
+ */
+import { spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type Docker from "dockerode";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { pruneImages } from "../../src/sandbox/image-prune.js";
+import { type BuiltImage, IMAGE_KIND_LABEL, ImageBuilder, ProjectImages } from "../../src/sandbox/images.js";
+import { loadCatalogue } from "../../src/scenarios/index.js";
+import { requireDocker } from "../helpers/docker.js";
+import { REPO_ROOT } from "../helpers/episode.js";
+import { BASE_IMAGE } from "../helpers/sandbox.js";
+
+const prefix = `trajrl-test/prune-${randomBytes(3).toString("hex")}/`;
+let docker: Docker;
+let dir: string;
+let user: Docker.Container | undefined;
+
+beforeAll(async () => {
+  docker = await requireDocker();
+  dir = await mkdtemp(join(tmpdir(), "trajrl-prune-"));
+});
+
+afterAll(async () => {
+  if (!docker) return;
+  await user?.remove({ force: true }).catch(() => undefined);
+  for (let pass = 0; pass < 5; pass++) {
+    const left = (await docker.listImages({ filters: { label: [IMAGE_KIND_LABEL] } })).filter((i) =>
+      (i.RepoTags ?? []).some((t) => t.startsWith(prefix)),
+    );
+    if (left.length === 0) break;
+    for (const img of left)
+      await docker
+        .getImage(img.Id)
+        .remove({ force: true })
+        .catch(() => undefined);
+  }
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function build(name: string, kind: string, from: string, content: string): Promise<BuiltImage> {
+  const at = join(dir, name);
+  await mkdir(at, { recursive: true });
+  await writeFile(join(at, "Dockerfile"), `ARG BASE\nFROM \${BASE}\nCOPY v /v-${name}\n`);
+  await writeFile(join(at, "v"), content);
+  return new ImageBuilder(docker).ensure({
+    repo: `${prefix}${name}`,
+    sources: [{ from: at, to: "" }],
+    dockerfile: "Dockerfile",
+    buildArgs: { BASE: from },
+    labels: { [IMAGE_KIND_LABEL]: kind },
+  });
+}
+
+const exists = (ref: string) =>
+  docker
+    .getImage(ref)
+    .inspect()
+    .then(
+      () => true,
+      () => false,
+    );
+
+describe("images prune", () => {
+  it("removes stale images children first, keeps current ones, reports one in use", async () => {
+    const oldBase = await build("agent-base", "agent-base", BASE_IMAGE, "old");
+    const child = await build("scenario-a", "scenario", oldBase.ref, "a");
+    const current = await build("sidecar", "sidecar", BASE_IMAGE, "current");
+    const used = await build("scenario-b", "scenario", BASE_IMAGE, "b");
+    user = await docker.createContainer({ Image: used.ref, Cmd: ["true"] });
+    const keep = new Set([current.ref]);
+
+    const dry = await pruneImages(docker, { keep, repoPrefix: prefix, dryRun: true });
+    // Scenarios (children) before the agent base they were built FROM.
+    expect(dry.removed.map((i) => i.ref)).toEqual([child.ref, used.ref, oldBase.ref]);
+    expect(dry.kept).toBe(1);
+    for (const ref of [oldBase.ref, child.ref, current.ref, used.ref]) expect(await exists(ref)).toBe(true);
+
+    const r = await pruneImages(docker, { keep, repoPrefix: prefix });
+    expect(r.removed.map((i) => i.ref)).toEqual([child.ref, oldBase.ref]);
+    expect(r.refused.map((i) => i.ref)).toEqual([used.ref]);
+    expect(r.refused[0]!.reason).toMatch(/container/i);
+    expect(r.kept).toBe(1);
+    expect(await exists(child.ref)).toBe(false);
+    expect(await exists(oldBase.ref)).toBe(false);
+    expect(await exists(current.ref)).toBe(true);
+    expect(await exists(used.ref)).toBe(true);
+
+    // Once nothing uses it, the next prune takes it; a prune with nothing stale removes nothing.
+    await user.remove({ force: true });
+    user = undefined;
+    expect((await pruneImages(docker, { keep, repoPrefix: prefix })).removed.map((i) => i.ref)).toEqual([
+      used.ref,
+    ]);
+    expect(await pruneImages(docker, { keep, repoPrefix: prefix })).toEqual({
+      removed: [],
+      refused: [],
+      kept: 1,
+    });
+  }, 180_000);
+
+  it("the CLI's dry run lists only images the current sources do not build, and removes nothing", async () => {
+    const project = new ProjectImages(docker, { repoRoot: REPO_ROOT });
+    await Promise.all([project.agentBase(), project.sidecar()]);
+    const keep = await project.currentRefs(await loadCatalogue(join(REPO_ROOT, "scenarios")));
+    const before = (await docker.listImages()).length;
+    const run = spawnSync(
+      process.execPath,
+      ["--import", "tsx", "src/cli.ts", "images", "prune", "--dry-run"],
+      {
+        cwd: REPO_ROOT,
+        encoding: "utf8",
+        timeout: 120_000,
+      },
+    );
+    expect(run.status, run.stderr).toBe(0);
+    const lines = run.stdout.trim().split("\n");
+    expect(lines.at(-1)).toMatch(/^would remove \d+ image tag\(s\); \d+ current image\(s\) kept/);
+    const listed = lines.slice(0, -1).map((l) => /^would remove (\S+) /.exec(l)?.[1]);
+    for (const ref of listed) {
+      expect(ref).toMatch(/^trajrl\//);
+      expect(keep.has(ref!)).toBe(false);
+    }
+    // The agent base and the sidecar of this checkout are current; their refs are kept.
+    const [base, sidecar] = await Promise.all([project.agentBase(), project.sidecar()]);
+    expect(keep.has(base.ref) && keep.has(sidecar.ref)).toBe(true);
+    expect((await docker.listImages()).length).toBeGreaterThanOrEqual(before);
+  }, 300_000);
+});
