@@ -599,10 +599,17 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
           code: "sidecar_killed",
           message: "the policy sidecar was killed from outside while the agent ran",
         });
+      // Then the meter's listener and the two networks: the verifier needs none of them, so their
+      // teardown overlaps the grading.
       const freeing = Promise.all([
         removeContainer(sandbox.docker, sidecarName),
         removeContainer(sandbox.docker, agentName),
-      ]).catch((err) => log.warn({ err: (err as Error).message }, "episode.remove.failed"));
+      ])
+        .then(async () => {
+          await listener?.close().catch(() => undefined);
+          await scope?.releaseNetworks();
+        })
+        .catch((err) => log.warn({ err: (err as Error).message }, "episode.remove.failed"));
 
       const turnsText = text(turns);
       const parsed = turnsText !== undefined ? parseTurnsJsonl(turnsText) : undefined;

@@ -112,6 +112,29 @@ export class EpisodeScope {
     return this.disposing !== undefined;
   }
 
+  /**
+   * Remove the episode's networks now, once nothing on them is needed any more (the verifier runs
+   * without a network): their teardown then overlaps the grading instead of following it. Those
+   * that fail stay tracked for dispose(). Never throws.
+   */
+  async releaseNetworks(): Promise<void> {
+    for (const d of this.detach.splice(0)) {
+      await ignoreGone(() =>
+        this.docker.getNetwork(d.network).disconnect({ Container: d.container, Force: true }),
+      ).catch(() => undefined);
+    }
+    await Promise.all(
+      [...this.networks].map(async (name) => {
+        try {
+          await removeNetworkForcefully(this.docker, name);
+          this.networks.delete(name);
+        } catch {
+          // left for dispose(), which logs what it could not remove
+        }
+      }),
+    );
+  }
+
   /** Idempotent; never throws (failures are logged and left to the reaper). */
   dispose(): Promise<void> {
     this.disposing ??= (async () => {
