@@ -22,6 +22,15 @@ const prefix = `trajrl-test/prune-${randomBytes(3).toString("hex")}/`;
 let docker: Docker;
 let dir: string;
 let user: Docker.Container | undefined;
+let cliImage: string | undefined;
+
+async function staleContext(): Promise<string> {
+  const at = join(dir, "cli-stale");
+  await mkdir(at, { recursive: true });
+  await writeFile(join(at, "Dockerfile"), `FROM ${BASE_IMAGE}\nCOPY v /v\n`);
+  await writeFile(join(at, "v"), "stale");
+  return at;
+}
 
 beforeAll(async () => {
   docker = await requireDocker();
@@ -31,6 +40,11 @@ beforeAll(async () => {
 afterAll(async () => {
   if (!docker) return;
   await user?.remove({ force: true }).catch(() => undefined);
+  if (cliImage)
+    await docker
+      .getImage(cliImage)
+      .remove({ force: true })
+      .catch(() => undefined);
   for (let pass = 0; pass < 5; pass++) {
     const left = (await docker.listImages({ filters: { label: [IMAGE_KIND_LABEL] } })).filter((i) =>
       (i.RepoTags ?? []).some((t) => t.startsWith(prefix)),
@@ -110,7 +124,14 @@ describe("images prune", () => {
     const project = new ProjectImages(docker, { repoRoot: REPO_ROOT });
     await Promise.all([project.agentBase(), project.sidecar()]);
     const keep = await project.currentRefs(await loadCatalogue(join(REPO_ROOT, "scenarios")));
-    const before = (await docker.listImages()).length;
+    // A stale project image of this test's own (under trajrl/, so the CLI's default prefix sees it).
+    const stale = await new ImageBuilder(docker).ensure({
+      repo: `trajrl/scenario-prune-cli-${randomBytes(3).toString("hex")}`,
+      sources: [{ from: await staleContext(), to: "" }],
+      dockerfile: "Dockerfile",
+      labels: { [IMAGE_KIND_LABEL]: "scenario" },
+    });
+    cliImage = stale.ref;
     const run = spawnSync(
       process.execPath,
       ["--import", "tsx", "src/cli.ts", "images", "prune", "--dry-run"],
@@ -124,6 +145,7 @@ describe("images prune", () => {
     const lines = run.stdout.trim().split("\n");
     expect(lines.at(-1)).toMatch(/^would remove \d+ image tag\(s\); \d+ current image\(s\) kept/);
     const listed = lines.slice(0, -1).map((l) => /^would remove (\S+) /.exec(l)?.[1]);
+    expect(listed).toContain(stale.ref);
     for (const ref of listed) {
       expect(ref).toMatch(/^trajrl\//);
       expect(keep.has(ref!)).toBe(false);
@@ -131,6 +153,8 @@ describe("images prune", () => {
     // The agent base and the sidecar of this checkout are current; their refs are kept.
     const [base, sidecar] = await Promise.all([project.agentBase(), project.sidecar()]);
     expect(keep.has(base.ref) && keep.has(sidecar.ref)).toBe(true);
-    expect((await docker.listImages()).length).toBeGreaterThanOrEqual(before);
+    // A dry run: every image it listed is still there (other tests' images come and go meanwhile,
+    // so this looks at the listed ones only).
+    for (const ref of listed) expect(await exists(ref!)).toBe(true);
   }, 300_000);
 });
