@@ -18,8 +18,13 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
-from aiohttp import web
+# httpx's command-line entry point (httpx._main) pulls in rich and click: a third of httpx's
+# import time, paid at every episode's start, for a CLI a sidecar never runs. Marked absent, httpx
+# falls back to its own stub (a policy that imported httpx first keeps the real one).
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+import httpx  # noqa: E402
+from aiohttp import web  # noqa: E402
 
 from .signals import DEFAULT_STALL_S, compute_signals, prefix_key, SESSION_PREFIX
 from .sse import (
