@@ -53,6 +53,8 @@ export interface EvaluateOptions {
   maxAttempts?: number;
   /** Multiplies the retry back-off (tests use a small one). */
   backoffScale?: number;
+  /** The order to start the pending scenarios in (default: as given); results stay in `scenarios` order. */
+  dispatchOrder?: (pending: string[]) => string[];
 }
 
 interface Settled {
@@ -245,7 +247,15 @@ export async function evaluate(o: EvaluateOptions): Promise<EvaluationResult> {
   };
 
   const limit = pLimit(o.concurrency);
-  const pending = o.scenarios.filter((s) => !done.has(s));
+  const remaining = o.scenarios.filter((s) => !done.has(s));
+  const ordered = o.dispatchOrder?.(remaining) ?? remaining;
+  // Whatever the hook returns, each pending scenario runs exactly once.
+  const pending =
+    ordered.length === remaining.length &&
+    new Set(ordered).size === remaining.length &&
+    ordered.every((s) => remaining.includes(s))
+      ? ordered
+      : remaining;
   const settled = await Promise.allSettled(pending.map((s) => limit(() => runScenario(s))));
 
   if (signal.aborted) {

@@ -35,6 +35,7 @@ import { LiveStatus } from "../status/live.js";
 import { type Db, EvaluationRepo, openDb, ReceiptRepo } from "../store/index.js";
 import { HARNESS_NAME, VERSION } from "../version.js";
 import { evaluate, newEvaluationId, resumeKeyOf } from "./evaluate.js";
+import { longestFirst } from "./schedule.js";
 import type {
   EpisodeOutcome,
   EvaluationEvent,
@@ -474,6 +475,17 @@ export async function evaluatePack(
         ...(epochId !== undefined ? { epochId } : {}),
       }),
       ...(req.backoffScale !== undefined ? { backoffScale: req.backoffScale } : {}),
+      // Longest first, from what this database measured of each scenario (else its time limits).
+      dispatchOrder: (pending) =>
+        longestFirst(pending, {
+          history: env.repo.recentDurations(pending),
+          limitsMs: new Map(
+            pending.map((n) => {
+              const t = byName.get(n)!.task;
+              return [n, (t.agent.timeout_sec + t.verifier.timeout_sec) * 1000];
+            }),
+          ),
+        }),
       runner: async (er) => {
         await probe();
         er.signal.throwIfAborted();

@@ -124,6 +124,11 @@ export class EvaluationRepo {
       interrupt: db.prepare(
         "UPDATE episodes SET status = 'interrupted' WHERE evaluation_id = ? AND status = 'running'",
       ),
+      durations: db.prepare<[string, number], { ms: number | null }>(
+        `SELECT json_extract(outcome, '$.timings.totalMs') AS ms FROM episodes
+         WHERE scenario = ? AND status = 'final' AND failure_class IS NULL
+         ORDER BY finished_at DESC, rowid DESC LIMIT ?`,
+      ),
     };
   }
 
@@ -208,6 +213,19 @@ export class EvaluationRepo {
   /** On restart: episodes left 'running' by a dead process are re-run. */
   interruptRunning(evaluationId: string): number {
     return this.s.interrupt.run(evaluationId).changes;
+  }
+
+  /** Wall times (ms) of each scenario's most recent clean finished episodes, newest first. */
+  recentDurations(scenarios: readonly string[], perScenario = 20): Map<string, number[]> {
+    const out = new Map<string, number[]>();
+    for (const s of scenarios) {
+      const ms = this.s.durations
+        .all(s, perScenario)
+        .map((r) => Number(r.ms))
+        .filter((x) => Number.isFinite(x) && x >= 0);
+      if (ms.length) out.set(s, ms);
+    }
+    return out;
   }
 
   transaction<T>(fn: () => T): T {

@@ -105,6 +105,64 @@ describe("evaluate", () => {
     expect(verdicts[2]).toEqual(verdicts[0]);
   });
 
+  it("starts episodes in the dispatch order it is given, reports them in scenario order", async () => {
+    const { repo: r } = repo();
+    const started: string[] = [];
+    const res = await evaluate(
+      base(
+        r,
+        async (req) => {
+          started.push(req.scenario);
+          return ok(req.scenario, quality[req.scenario]!);
+        },
+        { dispatchOrder: (pending: string[]) => [...pending].reverse() },
+      ),
+    );
+    expect(started).toEqual(["e", "d", "c", "b", "a"]);
+    expect(res.kind === "verdict" && res.verdict.scenarios.map((s) => s.scenario)).toEqual(scenarios);
+    // A hook that loses or repeats a scenario is ignored: each runs exactly once, in the given order.
+    for (const bad of [(p: string[]) => p.slice(1), (p: string[]) => [...p.slice(1), p[1]!]]) {
+      started.length = 0;
+      await evaluate(
+        base(
+          repo().repo,
+          async (req) => {
+            started.push(req.scenario);
+            return ok(req.scenario, 1);
+          },
+          {
+            dispatchOrder: bad,
+          },
+        ),
+      );
+      expect(started).toEqual(scenarios);
+    }
+  });
+
+  it("remembers how long each scenario's clean episodes took (recentDurations), newest first", async () => {
+    const { repo: r } = repo();
+    for (const ms of [100, 300, 200]) {
+      await evaluate(
+        base(
+          r,
+          async (req) => {
+            const o = ok(req.scenario, quality[req.scenario]!);
+            return { ...o, timings: { ...o.timings, totalMs: req.scenario === "a" ? ms : 7 } };
+          },
+          { scenarios: ["a", "b"], resumeKey: `k${ms}` },
+        ),
+      );
+    }
+    await evaluate(
+      base(r, async (req) => failed(req.scenario, "policy"), { scenarios: ["a"], resumeKey: "policy-fault" }),
+    );
+    const d = r.recentDurations(["a", "b", "z"]);
+    expect(d.get("a")).toEqual([200, 300, 100]); // the policy-faulted run does not count
+    expect(d.get("b")).toEqual([7, 7, 7]);
+    expect(d.has("z")).toBe(false);
+    expect(r.recentDurations(["a"], 2).get("a")).toEqual([200, 300]);
+  });
+
   it("never runs more than `concurrency` episodes at once", async () => {
     const { repo: r } = repo();
     let now = 0;

@@ -4,6 +4,7 @@ import { m002Receipts } from "./002-receipts.js";
 import { m003Evaluations } from "./003-evaluations.js";
 import { m004Weights } from "./004-weights.js";
 import { m005Platform } from "./005-platform.js";
+import { m006EpisodeHistory } from "./006-episode-history.js";
 
 export interface Migration {
   version: number;
@@ -13,7 +14,8 @@ export interface Migration {
 
 /**
  * Every migration, in order. Numbers are never reused or edited once released: add a new one.
- * Reserved ranges so parallel work does not collide: 002 meter, 003 evaluation, 004 chain, 005 platform/daemon.
+ * Reserved ranges so parallel work does not collide: 002 meter, 003 evaluation, 004 chain, 005 platform/daemon,
+ * 006 evaluation (episode history).
  */
 export const MIGRATIONS: readonly Migration[] = [
   m001Core,
@@ -21,4 +23,5 @@ export const MIGRATIONS: readonly Migration[] = [
   m003Evaluations,
   m004Weights,
   m005Platform,
+  m006EpisodeHistory,
 ];
