@@ -323,7 +323,9 @@ export class Meter {
   }
 
   private evict(): void {
-    while (this.recent.size > RECENT_EPISODES * 4) {
+    // A closed token's Episode holds its record (the receipts): keeping more closed tokens than
+    // records would keep evicted receipts alive. Both are bounded by the same count.
+    while (this.recent.size > RECENT_EPISODES) {
       const oldest = this.recent.keys().next().value as string;
       this.recent.delete(oldest);
     }

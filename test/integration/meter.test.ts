@@ -143,6 +143,24 @@ describe("meter: routes, auth and allowlist", () => {
     expect(h.up.hits).toBe(1);
   });
 
+  it("keeps the last 256 closed episodes in memory, and no more; older receipts come from SQLite", async () => {
+    const tokens: string[] = [];
+    for (let i = 0; i < 300; i++) {
+      const t = h.meter.mint(`ep-evict-${i}`, 0.3);
+      tokens.push(t);
+      if (i === 0) expect((await post(h.base, t, { model: "kimi-k3", messages: msgs() })).status).toBe(200);
+      h.meter.close(t);
+    }
+    expect(() => h.meter.summary(tokens[0]!)).toThrow(/unknown episode token/);
+    // Out of memory, still on record: the receipts are read back from SQLite.
+    expect(h.meter.receiptsFor("ep-evict-0").map((r) => [r.episode_id, r.seq, r.status])).toEqual([
+      ["ep-evict-0", 1, 200],
+    ]);
+    expect(() => h.meter.summary(tokens[300 - 256 - 1]!)).toThrow(/unknown episode token/);
+    expect(h.meter.summary(tokens[300 - 256]!).calls).toBe(0);
+    expect(h.meter.summary(tokens[299]!).calls).toBe(0);
+  });
+
   it("refuses a model outside the allowlist with 400 type allowlist and no upstream call", async () => {
     const token = h.meter.mint("ep-allow", 0.3);
     const r = await post(h.base, token, { model: "gpt-4o", messages: msgs() });
