@@ -873,16 +873,22 @@ export class Meter {
             ? "bad_usage"
             : "no_usage",
     };
-    // Settle first so the header reflects this call's real cost.
-    this.finish(call, outcome);
+    // Settle first so the header reflects this call's real cost; the receipt (fingerprints, the
+    // durable row, the log line) is written once the bytes are on their way, in the same tick.
+    const b = this.book(call, outcome);
     const headers: Record<string, string | number> = {
       "content-type": headerString(up.headers["content-type"]) ?? "application/json",
       "content-length": buf.length,
       [REMAINING_HEADER]: formatUsd6(remaining(call.ep.budget)),
     };
     if (call.requestId) headers["x-engy-request-id"] = call.requestId;
-    res.writeHead(200, headers);
-    res.end(buf);
+    try {
+      res.writeHead(200, headers);
+      res.end(buf);
+    } finally {
+      // Always: it marks the call settled, so nothing can book it a second time.
+      this.record(call, outcome, b.actual, b.usage, b.estimated);
+    }
     return outcome;
   }
 
@@ -1074,6 +1080,15 @@ export class Meter {
   /** Settle a forwarded call and write its receipt. */
   private finish(call: Call, o: Outcome): void {
     if (call.settled) return;
+    const b = this.book(call, o);
+    this.record(call, o, b.actual, b.usage, b.estimated);
+  }
+
+  /**
+   * Settle a call's cost against its episode's budget and counters (what the response's budget
+   * header must already reflect). The receipt is written by record(), which may follow the response.
+   */
+  private book(call: Call, o: Outcome): { actual: Pico; usage: Usage | null; estimated: boolean } {
     const ep = call.ep;
     const price = call.price!;
     const acc = o.acc;
@@ -1130,7 +1145,7 @@ export class Meter {
       );
     if (acc !== undefined && call.requestId === null)
       call.requestId = acc.engyRequestId ?? acc.responseId ?? null;
-    this.record(call, o, actual, usage ?? null, estimated);
+    return { actual, usage: usage ?? null, estimated };
   }
 
   private record(call: Call, o: Outcome, actual: Pico, usage: Usage | null, estimated: boolean): void {
