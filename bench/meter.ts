@@ -3,6 +3,8 @@
  *   npx tsx bench/meter.ts [--seconds 2] [--rounds 2] [--body-kb 8] [--upstream sim|test]
  *     [--levels 1,16,64] [--modes json,stream] [--variant full|no-receipts|no-logs|no-receipts,no-logs]
  *     [--cpu-prof DIR]   (a V8 CPU profile of the meter process, for diagnosis)
+ *     [--from dist|src]  (dist, the default: the compiled JavaScript the daemon runs in production,
+ *                         built with tsc at start; src: the TypeScript sources through tsx)
  *
  * Three targets on the same zero-latency upstream, each server in its own child process:
  *   direct  the upstream itself (the Engy simulator at latency scale 0 when src/engy-sim loads,
@@ -15,7 +17,7 @@
  * throughput. Ratios are against baselines measured in the same run, interleaved per round; each
  * figure is the best of the rounds (the machine is shared, so the best run is the least disturbed).
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
@@ -105,12 +107,18 @@ async function childBare(upstreamPort: number): Promise<void> {
   console.log(String((server.address() as { port: number }).port));
 }
 
-async function childMeter(upstreamPort: number, variant: string): Promise<void> {
+type MeterModule = typeof import("../src/meter/index.js");
+type StoreModule = typeof import("../src/store/index.js");
+type LogModule = typeof import("../src/log.js");
+
+async function childMeter(upstreamPort: number, variant: string, from: string): Promise<void> {
+  // dist: the compiled modules production runs (tsx adds per-call work of its own to the sources).
+  const base = from === "src" ? "../src" : "../dist";
   const [{ Meter, loadAllowlist, loadPriceTable }, { openDb, ReceiptRepo }, { createLogger }, pino] =
     await Promise.all([
-      import("../src/meter/index.js"),
-      import("../src/store/index.js"),
-      import("../src/log.js"),
+      import(`${base}/meter/index.js`) as Promise<MeterModule>,
+      import(`${base}/store/index.js`) as Promise<StoreModule>,
+      import(`${base}/log.js`) as Promise<LogModule>,
       import("pino"),
     ]);
   const dir = mkdtempSync(join(tmpdir(), "bench-meter-"));
@@ -275,12 +283,26 @@ async function main(): Promise<void> {
   const bodyKb = arg("body-kb", 8);
   const levels = argStr("levels", "1,16,64").split(",").map(Number);
   const modes = argStr("modes", "json,stream").split(",");
+  const from = argStr("from", "dist");
+  if (from !== "src") {
+    // The meter as production runs it: compiled by tsc, imported by plain node.
+    const tsc = spawnSync(
+      process.execPath,
+      [join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json"],
+      {
+        cwd: root,
+        stdio: "inherit",
+      },
+    );
+    if (tsc.status !== 0)
+      throw new Error("tsc failed: cannot build dist/ for the benchmark (use --from src)");
+  }
 
   const up = startChild(["upstream", argStr("upstream", "sim")]);
   const [upPortStr, upKind] = (await up.firstLine).split(" ") as [string, string];
   const upPort = Number(upPortStr);
   const bare = startChild(["bare", String(upPort)]);
-  const met = startChild(["meter", String(upPort), argStr("variant", "full")]);
+  const met = startChild(["meter", String(upPort), argStr("variant", "full"), from]);
   const barePort = Number(await bare.firstLine);
   const [meterPort, token, meterDir] = (await met.firstLine).split(" ") as [string, string, string];
   const targets: Target[] = [
@@ -289,7 +311,7 @@ async function main(): Promise<void> {
     { name: "meter", port: Number(meterPort), token, pid: met.proc.pid },
   ];
   console.log(
-    `meter benchmark: upstream=${upKind} body=${bodyKb} KiB, ${seconds}s per run after ${WARM_CALLS} warm-up calls per target and path and ${WARM_MS / 1000}s per run, best of ${rounds} rounds, node ${process.version}`,
+    `meter benchmark: meter from ${from}, upstream=${upKind} body=${bodyKb} KiB, ${seconds}s per run after ${WARM_CALLS} warm-up calls per target and path and ${WARM_MS / 1000}s per run, best of ${rounds} rounds, node ${process.version}`,
   );
 
   // JIT warm-up of every server on both paths before anything is measured: the meter has the most
@@ -376,5 +398,6 @@ async function main(): Promise<void> {
 const role = process.argv[2] === "child" ? process.argv[3] : undefined;
 if (role === "upstream") await childUpstream(process.argv[4] ?? "sim");
 else if (role === "bare") await childBare(Number(process.argv[4]));
-else if (role === "meter") await childMeter(Number(process.argv[4]), process.argv[5] ?? "full");
+else if (role === "meter")
+  await childMeter(Number(process.argv[4]), process.argv[5] ?? "full", process.argv[6] ?? "dist");
 else await main();
