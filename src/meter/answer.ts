@@ -85,6 +85,26 @@ export function errorInfo(obj: Json): UpstreamErrorInfo | null {
   return { code: code === undefined ? "error" : String(code), message, retryable };
 }
 
+/** The usage-only chunk a provider sends last when asked for usage: `choices: []` and a usage object. */
+function usageOnly(obj: Record<string, unknown>): boolean {
+  const choices = obj.choices;
+  return obj.usage !== undefined && obj.usage !== null && (!Array.isArray(choices) || choices.length === 0);
+}
+
+/**
+ * Whether one SSE data payload is the usage-only chunk, decided on its own (false when unparsable),
+ * so the relay can hold it back before the accumulator has seen the events ahead of it.
+ */
+export function isUsageOnlyEvent(data: string): boolean {
+  let obj: unknown;
+  try {
+    obj = JSON.parse(data);
+  } catch {
+    return false;
+  }
+  return isObj(obj) && usageOnly(obj);
+}
+
 export class AnswerAccumulator {
   usage: Usage | undefined;
   /** Usage was present but not of the documented shape. */
@@ -142,7 +162,7 @@ export class AnswerAccumulator {
         }
       }
     }
-    return obj.usage !== undefined && obj.usage !== null && (!Array.isArray(choices) || choices.length === 0);
+    return usageOnly(obj);
   }
 
   /** A whole non-stream response body. */

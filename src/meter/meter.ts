@@ -9,7 +9,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { InfraError, InputError } from "../errors.js";
 import { type Logger, silentLogger } from "../log.js";
-import { AnswerAccumulator, errorInfo } from "./answer.js";
+import { AnswerAccumulator, errorInfo, isUsageOnlyEvent } from "./answer.js";
 import { estimatePromptTokens, estimateTextTokens, tokensFromChars, UNBILLED_KEYS } from "./estimate.js";
 import { CallAbort, drained, errorBody, headerString, readAll, readBody, readLimited, wait } from "./http.js";
 import {
@@ -947,9 +947,13 @@ export class Meter {
             ok = res.write(chunk);
             for (const ev of events) if (ev.data !== null) acc.onEvent(ev.data);
           } else {
-            ok = this.writeEvents(res, chunk, splitter.exact, events, acc, deferred);
-            for (const d of deferred) acc.onEvent(d);
-            deferred.length = 0;
+            try {
+              ok = this.writeEvents(res, chunk, splitter.exact, events, deferred);
+            } finally {
+              // After the write: the client's bytes do not wait for the answer's bookkeeping.
+              for (const d of deferred) acc.onEvent(d);
+              deferred.length = 0;
+            }
           }
           if (!ok) {
             body.pause();
@@ -1026,22 +1030,17 @@ export class Meter {
     chunk: Buffer,
     exact: boolean,
     events: SseEvent[],
-    acc: AnswerAccumulator,
     deferred: string[],
   ): boolean {
     if (events.length === 0) return true;
     const out: Buffer[] = [];
     for (const ev of events) {
       if (ev.data === null) out.push(ev.raw);
-      else if (ev.data.includes('"usage"')) {
-        // It may be the injected chunk the client did not ask for: parse it now, after the events
-        // before it (the accumulator keeps the answer's text in order).
-        for (const d of deferred) acc.onEvent(d);
-        deferred.length = 0;
-        if (!acc.onEvent(ev.data)) out.push(ev.raw);
-      } else {
-        out.push(ev.raw);
+      else {
+        // A chunk naming usage may be the injected one the client did not ask for: that one event
+        // is parsed now to decide; every event reaches the accumulator, in order, after the write.
         deferred.push(ev.data);
+        if (!ev.data.includes('"usage"') || !isUsageOnlyEvent(ev.data)) out.push(ev.raw);
       }
     }
     if (out.length === 0) return true;

@@ -36,6 +36,8 @@ export interface Answer {
   usageInFinishChunk?: boolean;
   /** Think this long before answering (keeps calls in flight together). */
   delayMs?: number;
+  /** Send the whole stream in one write (a fast provider: events and the usage chunk together). */
+  oneWrite?: boolean;
 }
 
 export interface Received {
@@ -245,6 +247,12 @@ export async function startTestUpstream(opts: TestUpstreamOptions = {}): Promise
       "cache-control": "no-cache",
     });
     const sent: Buffer[] = [];
+    if (a.oneWrite && fault === undefined) {
+      const all = Buffer.from(events.join(""));
+      if (!opts.lean) state.sent.push(all);
+      res.end(all);
+      return;
+    }
     for (const [k, e] of events.entries()) {
       if (fault?.kind === "cut" && k === fault.afterEvents) {
         // Half an event, then the socket dies.

@@ -367,6 +367,32 @@ describe("meter: streaming", () => {
     expect(rec.request_id).toBe("req-1");
   });
 
+  it("a stream that arrives in one chunk is stripped of its usage chunk and still read whole, in order", async () => {
+    // A fast provider: every event and the usage chunk the meter strips reach it in one read. The
+    // client gets the events before the meter has parsed them; the answer it records is the same.
+    const token = h.meter.mint("ep-one-chunk", 0.3);
+    h.up.answer = { content: "one two three four", oneWrite: true };
+    const r = await post(h.base, token, {
+      model: "glm-5.3-flash",
+      messages: msgs(),
+      stream: true,
+      max_tokens: 50,
+    });
+    expect(r.status).toBe(200);
+    expect(r.bytes.equals(withoutUsageEvent(h.up.sent[0]!))).toBe(true);
+    expect(r.bytes.toString()).not.toContain('"usage"');
+    await post(h.base, token, { model: "glm-5.3-flash", messages: msgs(), max_tokens: 50 });
+    const [streamed, plain] = h.meter.receiptsFor("ep-one-chunk") as [Receipt, Receipt];
+    expect(streamed).toMatchObject({
+      stream: true,
+      completion_tokens: 10,
+      truncated: false,
+      error_code: null,
+    });
+    expect(streamed.content_sha).toMatch(/^[0-9a-f]{16}$/);
+    expect(streamed.content_sha).toBe(plain.content_sha);
+  });
+
   it("keeps upstream connections alive across calls, streamed or not", async () => {
     const token = h.meter.mint("ep-keepalive", 0.3);
     for (let k = 0; k < 20; k++) {
