@@ -18,12 +18,12 @@ import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
+import { ProjectImages } from "../src/bench/index.js";
 import { startEngySim } from "../src/engy-sim/index.js";
-import { runEpisode } from "../src/episode/episode.js";
-import type { EpisodeScenario } from "../src/episode/types.js";
+import type { EpisodeScenario } from "../src/episode/index.js";
+import { runEpisode } from "../src/episode/index.js";
 import { loadAllowlist, loadPriceTable, Meter } from "../src/meter/index.js";
 import { loadPack } from "../src/pack/index.js";
-import { ProjectImages } from "../src/sandbox/images.js";
 import { Sandbox } from "../src/sandbox/sandbox.js";
 
 const run = promisify(execFile);

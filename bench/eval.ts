@@ -14,9 +14,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { loadConfig } from "../src/config.js";
+import { openEnvironment, prepareImages } from "../src/environment/index.js";
 import type { Verdict } from "../src/evaluation/index.js";
-import { evaluatePack, openEnvironment, prepareImages, scenariosFor } from "../src/evaluation/pipeline.js";
+import { evaluatePack, scenariosFor } from "../src/evaluation/index.js";
 import { createLogger } from "../src/log.js";
+import { loadPack } from "../src/pack/index.js";
 
 const { values } = parseArgs({
   options: {
@@ -62,7 +64,7 @@ async function main(): Promise<void> {
       await prepareImages(env, scenariosFor(env, req).scenarios);
       const t0 = performance.now();
       const r = await evaluatePack(env, {
-        packBytes,
+        pack: loadPack(packBytes),
         label: "bench",
         source: "local",
         concurrency: c,

@@ -18,8 +18,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { loadConfig } from "../src/config.js";
-import { evaluatePack, openEnvironment, prepareImages, scenariosFor } from "../src/evaluation/pipeline.js";
+import { openEnvironment, prepareImages } from "../src/environment/index.js";
+import { evaluatePack, scenariosFor } from "../src/evaluation/index.js";
 import { createLogger } from "../src/log.js";
+import { loadPack } from "../src/pack/index.js";
 import { LABEL } from "../src/sandbox/labels.js";
 
 const { values } = parseArgs({
@@ -86,7 +88,7 @@ async function main(): Promise<void> {
     process.stdout.write("   n   t (s)  RSS MB  heap MB  handles  result\n");
     for (let n = 1; performance.now() < deadline; n++) {
       const r = await evaluatePack(env, {
-        packBytes,
+        pack: loadPack(packBytes),
         label: `soak-${n}`,
         source: "local",
         scenarios,

@@ -52,12 +52,18 @@ export function registerEval(program: Command): void {
     .action(async (packs: string[], flags: EvalFlags) => {
       const { loadConfig } = await import("../config.js");
       const { createLogger } = await import("../log.js");
-      const { openEnvironment, evaluatePack, prepareImages, scenariosFor } = await import(
-        "../evaluation/pipeline.js"
-      );
-      const { ProgressView, verdictTable, leaderboard, renderReport, SHUTDOWN, fmtSecs } = await import(
-        "../evaluation/index.js"
-      );
+      const { openEnvironment, prepareImages } = await import("../environment/index.js");
+      const {
+        evaluatePack,
+        scenariosFor,
+        ProgressView,
+        verdictTable,
+        leaderboard,
+        renderReport,
+        SHUTDOWN,
+        fmtSecs,
+      } = await import("../evaluation/index.js");
+      const { loadPack } = await import("../pack/index.js");
       const pino = (await import("pino")).default;
 
       const env0: Record<string, string | undefined> = { ...process.env };
@@ -141,7 +147,7 @@ export function registerEval(program: Command): void {
             scenarios.map((s) => s.name),
           );
           const result = await evaluatePack(env, {
-            packBytes: input.bytes,
+            pack: loadPack(input.bytes),
             label: input.label,
             ...(spec !== undefined ? { specNumber: spec } : {}),
             ...(scenarioNames ? { scenarios: scenarioNames } : {}),

@@ -24,13 +24,13 @@ export function registerImages(program: Command): void {
     )
     .option("--dry-run", "list what would be removed, remove nothing")
     .action(async (flags: PruneFlags) => {
-      const [{ loadConfig }, { loadCatalogue }, sandboxMod, { pruneImages }, { REPO_ROOT }] =
+      const [{ loadConfig }, { loadCatalogue }, sandboxMod, { ProjectImages }, { REPO_ROOT }] =
         await Promise.all([
           import("../config.js"),
           import("../scenarios/index.js"),
           import("../sandbox/index.js"),
-          import("../sandbox/image-prune.js"),
-          import("../policy/index.js"),
+          import("../bench/index.js"),
+          import("../repo.js"),
         ]);
       const config = loadConfig();
       const catalogue = await loadCatalogue(await scenariosDirOf(flags));
@@ -43,13 +43,13 @@ export function registerImages(program: Command): void {
           { retryable: false },
         );
       });
-      const project = new sandboxMod.ProjectImages(docker, {
+      const project = new ProjectImages(docker, {
         repoRoot: REPO_ROOT,
         ...(config.evaluation.agentImage ? { agentImage: config.evaluation.agentImage } : {}),
         ...(config.evaluation.sidecarImage ? { sidecarImage: config.evaluation.sidecarImage } : {}),
       });
       const keep = await project.currentRefs(catalogue);
-      const r = await pruneImages(docker, { keep, dryRun: flags.dryRun === true });
+      const r = await sandboxMod.pruneImages(docker, { keep, dryRun: flags.dryRun === true });
       const verb = flags.dryRun ? "would remove" : "removed";
       for (const img of r.removed) out(`${verb} ${img.ref} (${img.kind}, ${mb(img.sizeBytes)})`);
       for (const img of r.refused) warn(`kept ${img.ref}: ${img.reason}`);

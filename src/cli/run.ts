@@ -24,7 +24,7 @@ async function runValidator(opts: { status: boolean }): Promise<number> {
       import("../config.js"),
       import("../log.js"),
       import("../daemon/index.js"),
-      import("../status/live.js"),
+      import("../status/index.js"),
     ]);
   const config = loadConfig();
   // Every line goes to stdout and to the tap, which copies the lines of each evaluation into its log archive.

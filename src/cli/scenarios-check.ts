@@ -38,6 +38,7 @@ export function registerScenariosCheck(scenarios: Command): void {
         scen,
         { checkScenarios, formatCheckTable },
         sandboxMod,
+        { ProjectImages },
         { REPO_ROOT },
       ] = await Promise.all([
         import("../config.js"),
@@ -45,7 +46,8 @@ export function registerScenariosCheck(scenarios: Command): void {
         import("../scenarios/index.js"),
         import("../episode/index.js"),
         import("../sandbox/index.js"),
-        import("../policy/index.js"),
+        import("../bench/index.js"),
+        import("../repo.js"),
       ]);
       const config = loadConfig();
       const catalogue = await scen.loadCatalogue(await scenariosDirOf(flags));
@@ -65,7 +67,7 @@ export function registerScenariosCheck(scenarios: Command): void {
         reapIntervalMs: 0,
         log,
       });
-      const images = new sandboxMod.ProjectImages(sandbox.docker, {
+      const images = new ProjectImages(sandbox.docker, {
         repoRoot: REPO_ROOT,
         ...(config.evaluation.agentImage ? { agentImage: config.evaluation.agentImage } : {}),
         log,

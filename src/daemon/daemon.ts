@@ -23,7 +23,7 @@ import {
   PackCache,
   PlatformClient,
 } from "../platform/index.js";
-import { LiveStatus } from "../status/live.js";
+import { LiveStatus } from "../status/index.js";
 import {
   type Db,
   EvaluationRepo,

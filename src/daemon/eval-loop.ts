@@ -17,7 +17,7 @@ import {
   type ScoreVerdict,
   stillCurrent,
 } from "../platform/index.js";
-import type { LiveStatus } from "../status/live.js";
+import type { LiveStatus } from "../status/index.js";
 import {
   type EvaluationRepo,
   MARK,
@@ -216,8 +216,8 @@ export class EpochEvaluator {
     try {
       const specNumber = plan.specNumber ?? d.config.evaluation.specNumber;
       result = await d.pipeline.evaluatePack(d.env, {
-        packBytes: pack.bytes,
-        expectedHash: plan.packHash,
+        pack: pack.result,
+        rejectedHash: plan.packHash,
         label: `epoch ${plan.epochId} / ${plan.challengerHotkey.slice(0, 8)}…`,
         ...(specNumber !== undefined ? { specNumber } : {}),
         ...(d.scenarios ? { scenarios: d.scenarios } : {}),

@@ -6,7 +6,7 @@
  */
 import { toValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
-import type { LiveStatus } from "../status/live.js";
+import type { LiveStatus } from "../status/index.js";
 
 export interface LoopSpec {
   name: string;

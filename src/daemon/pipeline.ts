@@ -1,28 +1,24 @@
 /**
- * The daemon's seam to the evaluation pipeline (src/evaluation/pipeline.ts): the three functions it
- * calls, as a value, so tests can hand the daemon a pipeline of their own. The real one is loaded
- * lazily (it pulls in Docker, the meter and the simulator), and type-checked against this seam.
+ * The daemon's seam to the evaluation: the three functions it calls, as a value, so tests can hand
+ * the daemon a pipeline of their own. The real one (src/environment's composition root and
+ * src/evaluation's evaluatePack) is loaded lazily: it pulls in Docker, the meter and the simulator.
  */
 import type { Config } from "../config.js";
+import type { Environment } from "../environment/index.js";
 import { InfraError } from "../errors.js";
-import type { PackEvaluationRequest } from "../evaluation/pipeline.js";
-import type { EvaluationResult, Verdict } from "../evaluation/types.js";
+import type { EvaluationResult, PackEvaluationRequest, Verdict } from "../evaluation/index.js";
 import type { Logger } from "../log.js";
 import type { ScoreVerdict } from "../platform/index.js";
-import type { LiveStatus } from "../status/live.js";
+import type { LiveStatus } from "../status/index.js";
 import type { Db } from "../store/index.js";
 
-export type { PackEvaluationRequest } from "../evaluation/pipeline.js";
+export type { PackEvaluationRequest } from "../evaluation/index.js";
 
-/** What the daemon needs of the long-lived environment (the real one has the meter, sandbox, …). */
-export interface EvaluationEnvironment {
-  config: Config;
-  log: Logger;
-  db: Db;
-  live: LiveStatus;
-  priceTableHash: string;
-  close(): Promise<void>;
-}
+/** What the daemon itself uses of the environment (a test pipeline provides just this). */
+export type EvaluationEnvironment = Pick<
+  Environment,
+  "config" | "log" | "db" | "live" | "priceTableHash" | "close"
+>;
 
 export type PackEvaluation = EvaluationResult;
 
@@ -42,11 +38,15 @@ export interface Pipeline {
 /** The real pipeline. */
 export async function loadPipeline(): Promise<Pipeline> {
   try {
-    const mod = await import("../evaluation/pipeline.js");
+    const [environment, evaluation] = await Promise.all([
+      import("../environment/index.js"),
+      import("../evaluation/index.js"),
+    ]);
     const real: Pipeline = {
-      openEnvironment: mod.openEnvironment,
-      evaluatePack: mod.evaluatePack,
-      toScoreVerdict: mod.toScoreVerdict,
+      openEnvironment: environment.openEnvironment,
+      // The environment handed back is the one environment.openEnvironment made: a full Environment.
+      evaluatePack: (env, req) => evaluation.evaluatePack(env as Environment, req),
+      toScoreVerdict: evaluation.toScoreVerdict,
     };
     return real;
   } catch (err) {

@@ -7,7 +7,7 @@
 import type { ChainClient, SetWeightsResult } from "../chain/index.js";
 import { InputError, toValidatorError, ValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
-import type { LiveStatus } from "../status/live.js";
+import type { LiveStatus } from "../status/index.js";
 import { MARK, type PlatformMarksRepo, type WeightsRepo, type WinnerCacheRepo } from "../store/index.js";
 import { ALARM } from "./eval-loop.js";
 import {

@@ -22,12 +22,12 @@ import {
   stopContainer,
   waitExit,
 } from "../sandbox/containers.js";
-import type { BuiltImage, ProjectImages } from "../sandbox/images.js";
+import type { BuiltImage } from "../sandbox/images.js";
 import { safeName } from "../sandbox/labels.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { round4 } from "./ctrf.js";
 import { deadline } from "./deadline.js";
-import type { EpisodeScenario } from "./types.js";
+import type { EpisodeImages, EpisodeScenario } from "./types.js";
 import { dirEntries, type GradeResult, gradeDeliverable } from "./verifier.js";
 
 export const AGENT_USER = "10000:10000";
@@ -47,7 +47,7 @@ export interface CheckRow {
 
 export interface CheckOptions {
   sandbox: Sandbox;
-  images: ProjectImages;
+  images: Pick<EpisodeImages, "scenario"> & { agentBase(signal?: AbortSignal): Promise<BuiltImage> };
   signal?: AbortSignal;
   log?: Logger;
   /** Scenarios checked at once (builds and runs); the default suits a 2-core machine. */

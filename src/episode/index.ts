@@ -10,14 +10,15 @@ export {
 } from "./check.js";
 export { type CtrfReport, parseCtrf, parseReward, round4, scoreOf } from "./ctrf.js";
 export { type Deadline, deadline } from "./deadline.js";
-export {
-  type EpisodeImages,
-  type EpisodeMeter,
-  type EpisodeResult,
-  type EpisodeTimeouts,
-  POLICY_PORT,
-  type RunEpisodeOptions,
-  runEpisode,
-} from "./episode.js";
-export type { EpisodeFailure, EpisodeScenario } from "./types.js";
+export { POLICY_PORT, runEpisode } from "./episode.js";
+export type {
+  EpisodeFailure,
+  EpisodeImages,
+  EpisodeMeter,
+  EpisodeResult,
+  EpisodeScenario,
+  EpisodeTimeouts,
+  RunEpisodeOptions,
+  ScenarioImageSource,
+} from "./types.js";
 export { type GradeInput, type GradeResult, gradeDeliverable } from "./verifier.js";

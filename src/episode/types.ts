@@ -1,4 +1,10 @@
 import type { FailureClass } from "../errors.js";
+import type { Logger } from "../log.js";
+import type { Activity, Listener, ModelUsage, Receipt, UsageSummary } from "../meter/index.js";
+import type { Pack } from "../pack/index.js";
+import type { BuiltImage, Sandbox } from "../sandbox/index.js";
+import type { KillReason } from "./attribution.js";
+import type { AnswerProvenance } from "./provenance.js";
 
 /**
  * What the episode needs of a scenario (the catalogue's Scenario satisfies it): the folder
@@ -21,4 +27,105 @@ export interface EpisodeFailure {
   class: Exclude<FailureClass, "input">;
   code: string;
   message: string;
+}
+
+/** What the episode needs of the meter (src/meter's Meter). */
+export interface EpisodeMeter {
+  mint(episodeId: string, capUsd: number): string;
+  close(token: string): UsageSummary;
+  summary(token: string): UsageSummary;
+  lastActivity(token: string): Activity;
+  receiptsFor(episodeId: string): Receipt[];
+  /** A listener that answers `onlyToken` alone (the episode's own network: its own budget only). */
+  listen(host: string, port: number, onlyToken: string): Promise<Listener>;
+  readonly priceTableHash: string;
+}
+
+/** What an image is built from: the scenario's name and folder (environment/Dockerfile). */
+export interface ScenarioImageSource {
+  name: string;
+  dir: string;
+}
+
+/** Where the episode's images come from (src/bench, or fixed images in tests). */
+export interface EpisodeImages {
+  sidecar(signal?: AbortSignal): Promise<BuiltImage>;
+  scenario(s: ScenarioImageSource, signal?: AbortSignal): Promise<BuiltImage>;
+}
+
+export interface EpisodeTimeouts {
+  /** Default: [agent].timeout_sec of task.toml. */
+  agentMs?: number;
+  /** Default: [verifier].timeout_sec of task.toml. */
+  verifierMs?: number;
+  /** Sidecar health (default 60 s). */
+  healthMs?: number;
+  /** Kill the agent when no metered call completed this long after it started (default 120 s). */
+  watchdogFirstCallMs?: number;
+  /** …or in the last this many ms (default 600 s). */
+  watchdogIdleMs?: number;
+  watchdogPollMs?: number;
+  /** SIGTERM → SIGKILL grace when stopping the agent (default 5 s: time to write its summary). */
+  stopGraceMs?: number;
+}
+
+export interface RunEpisodeOptions {
+  sandbox: Sandbox;
+  images: EpisodeImages;
+  meter: EpisodeMeter;
+  pack: Pack;
+  scenario: EpisodeScenario;
+  capUsd: number;
+  /** Artifacts go to outDir/<scenario>/. */
+  outDir: string;
+  /** DEFAULT_MODEL for the sidecar (pin packs run on it). */
+  defaultModel: string;
+  signal?: AbortSignal;
+  log?: Logger;
+  episodeId?: string;
+  /** AGENT_COMMAND template (default: the agent module's `node /opt/trajrl/agent.js`). */
+  agentCommand?: string;
+  /** Extra environment for the agent (e.g. AGENT_MAX_TURNS); never secrets. */
+  agentEnv?: Readonly<Record<string, string>>;
+  timeouts?: EpisodeTimeouts;
+  /** Phase changes and the spend so far (polled about once a second while the agent runs). */
+  onProgress?: (p: { phase?: "running" | "verifying"; spentUsd?: number }) => void;
+}
+
+export interface EpisodeResult {
+  episode_id: string;
+  scenario: string;
+  pack_hash: string;
+  /** "scored": the quality stands (policy faults included); "failed": upstream/infra, retry or discard. */
+  status: "scored" | "failed";
+  quality: number;
+  tests: number;
+  passed: number;
+  reward: number | null;
+  failure: EpisodeFailure | null;
+  /** Every failure code seen, in order (the primary one is `failure`). */
+  notes: string[];
+  cost_usd: number;
+  by_model: Record<string, ModelUsage>;
+  usage: UsageSummary | null;
+  price_table_hash: string;
+  timings: { images_ms: number; setup_ms: number; agent_ms: number; verify_ms: number; total_ms: number };
+  images: { sidecar: { ref: string; id: string } | null; scenario: { ref: string; id: string } | null };
+  agent: {
+    exit_code: number | null;
+    end_reason: string | null;
+    end_code: string | null;
+    turns: number;
+    tool_calls: number;
+    killed_by: KillReason | null;
+  };
+  /**
+   * The provider cut a model turn off before the agent ever ran a tool (infra-incomplete): the
+   * episode says nothing about the policy, and the evaluation re-runs it.
+   */
+  truncated_before_tool_call: boolean;
+  /** The agent's answers matched against the meter's receipts (null when the agent left no turns). */
+  answer_provenance: AnswerProvenance | null;
+  verifier: { exit_code: number | null; timed_out: boolean; duration_ms: number } | null;
+  artifacts: { dir: string; files: Record<string, string> };
 }

@@ -1,4 +1,11 @@
 export { type EvaluateOptions, evaluate, newEvaluationId, resumeKeyOf, SHUTDOWN } from "./evaluate.js";
+export { outcomeOf } from "./outcome.js";
+export {
+  evaluatePack,
+  type PackEvaluation,
+  type PackEvaluationRequest,
+  scenariosFor,
+} from "./pack-evaluation.js";
 export {
   fmtSecs,
   fmtUsd,
@@ -9,6 +16,7 @@ export {
   verdictTable,
 } from "./render.js";
 export { renderReport } from "./report.js";
+export { toScoreVerdict } from "./score-verdict.js";
 export type * from "./types.js";
 export {
   backoffMs,

@@ -1,4 +1,9 @@
+import type { EpisodeImages, EpisodeMeter, EpisodeTimeouts } from "../episode/index.js";
 import type { FailureClass } from "../errors.js";
+import type { Logger } from "../log.js";
+import type { Sandbox } from "../sandbox/index.js";
+import type { Catalogue } from "../scenarios/index.js";
+import type { EvaluationRepo } from "../store/index.js";
 
 /** Where one scenario of an evaluation stands, for progress views and the platform's progress events. */
 export type EpisodePhase = "queued" | "starting" | "running" | "verifying" | "done" | "failed" | "retrying";
@@ -112,4 +117,52 @@ export interface EvaluationEvent {
   elapsedMs: number;
   quality?: number;
   failure?: EpisodeFailure;
+}
+
+/** Who watches an evaluation as it runs (the status page's LiveStatus satisfies it). */
+export interface EvaluationObserver {
+  startEvaluation(v: {
+    evaluationId: string;
+    packHash: string;
+    label: string;
+    epochId: number | null;
+    spec: number;
+    capUsd: number;
+    scenarios: string[];
+  }): void;
+  onProgress(e: EvaluationEvent): void;
+  episodeEnd(e: {
+    scenario: string;
+    outcome: "scored" | "failed";
+    failureClass?: string;
+    failureCode?: string;
+  }): void;
+  endEvaluation(): void;
+  raise(code: string, message: string, severity?: "warn" | "error"): void;
+}
+
+/** The settings an evaluation reads, taken from the configuration once by the composition root. */
+export interface EvaluationSettings {
+  dataDir: string;
+  concurrency: number;
+  /** SPEC_NUMBER: the spec when the caller names none (undefined → the catalogue's default). */
+  specNumber: number | undefined;
+  episodeCapUsd: number;
+  defaultModel: string;
+  agentCommand: string | undefined;
+  /** Shorter episode timeouts (tests). */
+  episodeTimeouts: EpisodeTimeouts | undefined;
+  llm: { baseUrl: string; simulated: boolean };
+}
+
+/** What an evaluation needs of the long-lived environment (src/environment builds it). */
+export interface EvaluationEnvironment {
+  log: Logger;
+  repo: EvaluationRepo;
+  meter: EpisodeMeter;
+  sandbox: Sandbox;
+  images: EpisodeImages;
+  catalogue: Catalogue;
+  observer: EvaluationObserver;
+  settings: EvaluationSettings;
 }

@@ -9,7 +9,6 @@ export {
 } from "./log.js";
 export {
   LAUNCHER,
-  REPO_ROOT,
   SIDECAR_DIR,
   SIDECAR_DOCKERFILE,
   type SidecarBuildContext,

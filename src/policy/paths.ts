@@ -1,10 +1,8 @@
 /** Where the Python side lives, and what goes into the sidecar image's build context. */
 import { readdirSync } from "node:fs";
 import { join, relative, sep } from "node:path";
-import { fileURLToPath } from "node:url";
+import { REPO_ROOT } from "../repo.js";
 
-/** The repository root (the same from src/policy and from dist/policy). */
-export const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 /** sidecar/: the trajrl_policy package and the launcher. */
 export const SIDECAR_DIR = join(REPO_ROOT, "sidecar");
 /** The entry point every shape of policy starts from (the image's CMD). */

@@ -5,7 +5,7 @@
 import Docker from "dockerode";
 import { InfraError, isAbortError, ValidatorError } from "../errors.js";
 
-export type { default as Docker } from "dockerode";
+export type { Container, default as Docker } from "dockerode";
 
 export function connectDocker(socketPath = "/var/run/docker.sock"): Docker {
   return new Docker({ socketPath });

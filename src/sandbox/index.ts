@@ -1,5 +1,6 @@
 /** The sandbox's public face: Docker images, networks, containers, archives, limits and the reaper. */
 export {
+  attachStdin,
   CappedText,
   type CapturedLogs,
   type ContainerSpec,
@@ -23,7 +24,7 @@ export {
   waitExit,
 } from "./containers.js";
 export { assembleContext, type BuildContext, type ContextSource, imageHash } from "./context.js";
-export { connectDocker, type Docker } from "./docker.js";
+export { type Container, connectDocker, type Docker } from "./docker.js";
 export {
   AGENT_BRIDGE_PREFIX,
   FIREWALL_CHAIN,
@@ -38,12 +39,18 @@ export {
   IMAGE_KIND_LABEL,
   ImageBuilder,
   type ImageSpec,
-  ProjectImages,
-  type ProjectImagesOptions,
-  type ScenarioImageSource,
 } from "./images.js";
-export { LABEL, labelsFor, newSession, type Role, type SandboxSession } from "./labels.js";
+export {
+  LABEL,
+  labelsFor,
+  newSession,
+  type Role,
+  type SandboxSession,
+  safeName,
+  uniqueName,
+} from "./labels.js";
 export { type EpisodeNetwork, NetworkPool } from "./networks.js";
 export { EpisodeScope, Reaper, type SweepResult } from "./reaper.js";
 export { type EpisodeTopology, Sandbox, type SandboxOptions } from "./sandbox.js";
+export { hostAddress } from "./subnet.js";
 export { type ArchivedPath, packTar, type TarEntry } from "./tar.js";

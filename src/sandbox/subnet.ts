@@ -91,3 +91,8 @@ export function pickFreeBlock(
   }
   return undefined;
 }
+
+/** The n-th host address of a network's subnet (1 is the gateway): fixed addresses, no inspect round trip. */
+export function hostAddress(subnet: string, n: number): string {
+  return intToIp(ipToInt(subnet.split("/")[0]!) + n);
+}

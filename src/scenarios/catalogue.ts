@@ -4,9 +4,10 @@
  * plus specs.json. Loading validates everything up front, so an evaluation never starts on a
  * half-broken catalogue; a problem is one clear error naming the file and the field.
  */
-import { access, readdir, readFile, stat } from "node:fs/promises";
+import { readdir, readFile, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { InputError } from "../errors.js";
+import { exists } from "../fs.js";
 import { scenarioDigest } from "./digest.js";
 import { parseSpecs, SPECS_FILE, type SpecSet, specNames } from "./specs.js";
 import { parseTaskToml, ScenarioError, type TaskSpec } from "./task.js";
@@ -48,15 +49,6 @@ export interface Catalogue extends ReadonlyArray<Scenario> {
   readonly dir: string;
   readonly specs: SpecSet;
   byName(name: string): Scenario | undefined;
-}
-
-async function exists(p: string): Promise<boolean> {
-  try {
-    await access(p);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function isDir(p: string): Promise<boolean> {

@@ -10,7 +10,7 @@ import { z } from "zod";
 import type { Config } from "../config.js";
 import { InfraError, toValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
-import type { LiveStatus } from "../status/live.js";
+import type { LiveStatus } from "../status/index.js";
 import type { Db } from "../store/index.js";
 import {
   CachedProbe,

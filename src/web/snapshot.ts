@@ -14,7 +14,7 @@ import type {
   LiveStatus,
   LoopState,
   WeightsEvent,
-} from "../status/live.js";
+} from "../status/index.js";
 import type { Db, EvaluationRow, WeightAttempt } from "../store/index.js";
 import { EvaluationRepo, VerdictOutboxRepo, WeightsRepo, WinnerCacheRepo } from "../store/index.js";
 import { VERSION } from "../version.js";

@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "../log.js";
-import type { LiveStatus, LiveStatusEvents } from "../status/live.js";
+import type { LiveStatus, LiveStatusEvents } from "../status/index.js";
 
 /** The events the page reacts to (meter calls are too frequent to forward one by one). */
 export const FORWARDED = [

@@ -3,7 +3,7 @@
  * model, episodes by outcome and failure class, set_weights results. One source for both /metrics and
  * /api/status, so the two can never disagree. Pure: plain maps, no I/O.
  */
-import type { EpisodeEndEvent, LiveStatus, MeterCallEvent, WeightsEvent } from "../status/live.js";
+import type { EpisodeEndEvent, LiveStatus, MeterCallEvent, WeightsEvent } from "../status/index.js";
 
 export interface ModelTally {
   calls: number;

@@ -15,7 +15,7 @@ import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { loadHotkey, PolkadotChainClient } from "../../src/chain/index.js";
 import { Daemon, LogTap } from "../../src/daemon/index.js";
 import { createLogger } from "../../src/log.js";
-import { LiveStatus } from "../../src/status/live.js";
+import { LiveStatus } from "../../src/status/index.js";
 import { EvaluationRepo, openDb, VerdictOutboxRepo, WeightsRepo } from "../../src/store/index.js";
 import { FakePlatform } from "../fakes/platform.js";
 import {

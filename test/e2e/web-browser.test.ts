@@ -12,14 +12,11 @@ import { join } from "node:path";
 import { type BrowserContext, chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
-import {
-  type EvaluationEnvironment,
-  evaluatePack,
-  openEnvironment,
-  type PackEvaluation,
-} from "../../src/evaluation/pipeline.js";
+import { type Environment as EvaluationEnvironment, openEnvironment } from "../../src/environment/index.js";
+import { evaluatePack, type PackEvaluation } from "../../src/evaluation/index.js";
 import { silentLogger } from "../../src/log.js";
-import { LiveStatus } from "../../src/status/live.js";
+import { loadPack } from "../../src/pack/index.js";
+import { LiveStatus } from "../../src/status/index.js";
 import { type Db, openDb } from "../../src/store/index.js";
 import { type StatusServer, startStatusServer } from "../../src/web/index.js";
 import { requireDocker } from "../helpers/docker.js";
@@ -100,7 +97,7 @@ describe("status page in headless Chromium during a running evaluation", () => {
   it("shows each scenario's live progress and the verdict chart, updating without reload", async () => {
     // A finished verdict first, so the chart has a bar to draw.
     const first = await evaluatePack(env, {
-      packBytes: readFileSync(join(root, "examples/packs/pin.json")),
+      pack: loadPack(readFileSync(join(root, "examples/packs/pin.json"))),
       label: "examples/packs/pin.json",
       source: "local",
       scenarios: ["binary-flag-hunt", "access-log-regex"],
@@ -117,7 +114,7 @@ describe("status page in headless Chromium during a running evaluation", () => {
     // The second evaluation runs in the background while the browser watches.
     let result: PackEvaluation | undefined;
     const running = evaluatePack(env, {
-      packBytes: readFileSync(join(root, "examples/packs/advisers.json")),
+      pack: loadPack(readFileSync(join(root, "examples/packs/advisers.json"))),
       label: "examples/packs/advisers.json",
       source: "local",
       specNumber: 900,

@@ -12,7 +12,7 @@ import { loadHotkey, PolkadotChainClient } from "../../src/chain/index.js";
 import type { Config } from "../../src/config.js";
 import { Daemon, type DaemonTiming, LogTap } from "../../src/daemon/index.js";
 import { createLogger } from "../../src/log.js";
-import { LiveStatus } from "../../src/status/live.js";
+import { LiveStatus } from "../../src/status/index.js";
 import { FakePlatform } from "../fakes/platform.js";
 import {
   type CorePipelineOptions,

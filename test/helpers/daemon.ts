@@ -24,10 +24,10 @@ import {
   type Provenance,
   rejectionVerdict,
   SHUTDOWN,
+  toScoreVerdict,
   type Verdict,
 } from "../../src/evaluation/index.js";
-import { toScoreVerdict } from "../../src/evaluation/pipeline.js";
-import { loadPack } from "../../src/pack/index.js";
+
 import type { ScoreVerdict } from "../../src/platform/index.js";
 import { EvaluationRepo } from "../../src/store/index.js";
 import { FakeSubtensorNode, randomAccount } from "../fakes/subtensor-node.js";
@@ -187,12 +187,12 @@ export function corePipeline(o: CorePipelineOptions): { pipeline: Pipeline; seen
       seen.calls.push({ epochId: req.epochId, specNumber: req.specNumber });
       const spec = o.spec ?? req.specNumber ?? 900;
       const repo = new EvaluationRepo(env.db);
-      const checked = loadPack(req.packBytes, req.expectedHash);
+      const checked = req.pack;
       if (!checked.ok) {
         const at = new Date().toISOString();
         const verdict = rejectionVerdict({
           evaluationId: `ev_rej_${Date.now()}`,
-          packHash: req.expectedHash ?? "",
+          packHash: req.rejectedHash ?? "",
           spec,
           code: checked.rejection.code,
           message: checked.rejection.message,

@@ -6,7 +6,7 @@
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { runEpisode } from "../../src/episode/episode.js";
+import { runEpisode } from "../../src/episode/index.js";
 import { packOf, shippedScenario, startEpisodeRig } from "./episode.js";
 
 const scenarioName = process.argv[2] ?? "reproducible-tarball";

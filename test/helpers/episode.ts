@@ -6,13 +6,13 @@
 import { readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { parse as parseToml } from "smol-toml";
+import { ProjectImages } from "../../src/bench/index.js";
 import { type EngySim, startEngySim } from "../../src/engy-sim/index.js";
-import type { EpisodeScenario } from "../../src/episode/types.js";
+import type { EpisodeScenario } from "../../src/episode/index.js";
 import type { Logger } from "../../src/log.js";
 import { silentLogger } from "../../src/log.js";
 import { loadAllowlist, loadPriceTable, Meter } from "../../src/meter/index.js";
 import { loadPack, type Pack } from "../../src/pack/index.js";
-import { ProjectImages } from "../../src/sandbox/images.js";
 import type { Sandbox } from "../../src/sandbox/sandbox.js";
 import { openTestSandbox } from "./sandbox.js";
 

@@ -3,7 +3,7 @@
  * weight attempts, an outbox, a cached winner; loops, alarms, an epoch and a running evaluation.
  */
 import type { Verdict } from "../../src/evaluation/types.js";
-import type { LiveStatus } from "../../src/status/live.js";
+import type { LiveStatus } from "../../src/status/index.js";
 import {
   type Db,
   EvaluationRepo,

@@ -11,8 +11,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { draw } from "../../src/engy-sim/index.js";
 import { round4 } from "../../src/episode/ctrf.js";
-import { type EpisodeResult, type RunEpisodeOptions, runEpisode } from "../../src/episode/episode.js";
-import type { EpisodeScenario } from "../../src/episode/types.js";
+import type { EpisodeScenario } from "../../src/episode/index.js";
+import { type EpisodeResult, type RunEpisodeOptions, runEpisode } from "../../src/episode/index.js";
 import { type EpisodeRig, packOf, shippedScenario, startEpisodeRig } from "../helpers/episode.js";
 import { countLabelled } from "../helpers/sandbox.js";
 

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import type Docker from "dockerode";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ProjectImages } from "../../src/bench/index.js";
 import { ValidatorError } from "../../src/errors.js";
 import {
   createContainer,
@@ -20,7 +21,7 @@ import {
   startContainer,
   waitExit,
 } from "../../src/sandbox/containers.js";
-import { ImageBuilder, type ImageSpec, ProjectImages } from "../../src/sandbox/images.js";
+import { ImageBuilder, type ImageSpec } from "../../src/sandbox/images.js";
 import { LABEL } from "../../src/sandbox/labels.js";
 import { requireDocker } from "../helpers/docker.js";
 import { REPO_ROOT } from "../helpers/episode.js";

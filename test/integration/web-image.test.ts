@@ -107,7 +107,7 @@ describe("the validator image", () => {
   it("HEALTHCHECK: unhealthy without Docker, healthy with the socket, as Docker itself sees it", async () => {
     // A real status server inside the image (the daemon's web part), with an in-memory store.
     const serve = `import("/app/dist/web/index.js").then(async (w) => {
-      const { LiveStatus } = await import("/app/dist/status/live.js");
+      const { LiveStatus } = await import("/app/dist/status/index.js");
       const { openDb } = await import("/app/dist/store/index.js");
       const { loadConfig } = await import("/app/dist/config.js");
       const { createLogger } = await import("/app/dist/log.js");

@@ -9,7 +9,7 @@ import { z } from "zod";
 import { loadConfig } from "../../src/config.js";
 import { ValidatorError } from "../../src/errors.js";
 import { silentLogger } from "../../src/log.js";
-import { LiveStatus } from "../../src/status/live.js";
+import { LiveStatus } from "../../src/status/index.js";
 import { type Db, openDb } from "../../src/store/index.js";
 import { type StatusServer, startStatusServer } from "../../src/web/index.js";
 import { requireDocker } from "../helpers/docker.js";

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { silentLogger } from "../../src/log.js";
-import { LiveStatus } from "../../src/status/live.js";
+import { LiveStatus } from "../../src/status/index.js";
 import { type Db, openDb } from "../../src/store/index.js";
 import { type StatusServer, startStatusServer } from "../../src/web/index.js";
 import { seedLive, seedStore } from "../helpers/web.js";

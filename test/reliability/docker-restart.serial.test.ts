@@ -13,9 +13,11 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
+import { type Environment as EvaluationEnvironment, openEnvironment } from "../../src/environment/index.js";
 import type { Verdict } from "../../src/evaluation/index.js";
-import { type EvaluationEnvironment, evaluatePack, openEnvironment } from "../../src/evaluation/pipeline.js";
+import { evaluatePack } from "../../src/evaluation/index.js";
 import { silentLogger } from "../../src/log.js";
+import { loadPack } from "../../src/pack/index.js";
 import { LABEL } from "../../src/sandbox/labels.js";
 import { requireDocker } from "../helpers/docker.js";
 import { REPO_ROOT, SCENARIOS_DIR } from "../helpers/episode.js";
@@ -51,7 +53,7 @@ afterAll(async () => {
 
 const run = (label: string, onEvent?: Parameters<typeof evaluatePack>[1]["onEvent"]) =>
   evaluatePack(env, {
-    packBytes: PACK,
+    pack: loadPack(PACK),
     label,
     specNumber: 900,
     scenarios: SCENARIOS,

@@ -14,9 +14,11 @@ import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { type EngySim, type FaultPlan, startEngySim } from "../../src/engy-sim/index.js";
+import { type Environment as EvaluationEnvironment, openEnvironment } from "../../src/environment/index.js";
 import type { Verdict } from "../../src/evaluation/index.js";
-import { type EvaluationEnvironment, evaluatePack, openEnvironment } from "../../src/evaluation/pipeline.js";
+import { evaluatePack } from "../../src/evaluation/index.js";
 import { silentLogger } from "../../src/log.js";
+import { loadPack } from "../../src/pack/index.js";
 import { REPO_ROOT, SCENARIOS_DIR } from "../helpers/episode.js";
 
 const SCENARIOS = ["access-log-regex", "binary-flag-hunt"];
@@ -56,7 +58,7 @@ afterAll(async () => {
 
 async function run(label: string, onEvent?: Parameters<typeof evaluatePack>[1]["onEvent"]) {
   return evaluatePack(env, {
-    packBytes: PACK,
+    pack: loadPack(PACK),
     label,
     specNumber: 900,
     scenarios: SCENARIOS,

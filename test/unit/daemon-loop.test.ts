@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { Loop, loopBackoffMs } from "../../src/daemon/index.js";
 import { InfraError } from "../../src/errors.js";
 import { silentLogger } from "../../src/log.js";
-import { LiveStatus } from "../../src/status/live.js";
+import { LiveStatus } from "../../src/status/index.js";
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

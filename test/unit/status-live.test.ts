@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { LiveStatus } from "../../src/status/live.js";
+import { LiveStatus } from "../../src/status/index.js";
 
 describe("LiveStatus", () => {
   it("a loop is stale after 3 intervals without a tick, with one interval of grace before the first", () => {

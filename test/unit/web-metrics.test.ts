@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
-import { LiveStatus } from "../../src/status/live.js";
+import { LiveStatus } from "../../src/status/index.js";
 import { openDb } from "../../src/store/index.js";
 import { ValidatorMetrics } from "../../src/web/metrics.js";
 import { StatusReader } from "../../src/web/snapshot.js";

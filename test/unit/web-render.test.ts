@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
-import { LiveStatus } from "../../src/status/live.js";
+import { LiveStatus } from "../../src/status/index.js";
 import type { EvaluationRow } from "../../src/store/index.js";
 import { openDb } from "../../src/store/index.js";
 import { duration, shortKey, usd, weightShares } from "../../src/web/format.js";

@@ -1,0 +1,200 @@
+/**
+ * The composition root: the one place that builds what an evaluating process needs, from the
+ * configuration, once per process. The store, the live status, the meter with the operator's key
+ * (or the in-process Engy simulator when no LLM_API_KEY is set), the Docker sandbox and the
+ * images. `eval`, the daemon, the benchmarks and the tests all open it here.
+ */
+import { ProjectImages } from "../bench/index.js";
+import type { Config } from "../config.js";
+import type { EvaluationEnvironment, EvaluationSettings } from "../evaluation/index.js";
+import type { Logger } from "../log.js";
+import { loadAllowlist, loadPriceTable, Meter, type Receipt, type ReceiptSink } from "../meter/index.js";
+import { ALLOWLIST_FILE, PRICE_TABLE_FILE, REPO_ROOT } from "../repo.js";
+import { Sandbox } from "../sandbox/index.js";
+import { type Catalogue, loadCatalogue, type Scenario } from "../scenarios/index.js";
+import { LiveStatus } from "../status/index.js";
+import { type Db, EvaluationRepo, openDb, ReceiptRepo } from "../store/index.js";
+
+export interface Environment extends EvaluationEnvironment {
+  config: Config;
+  db: Db;
+  live: LiveStatus;
+  meter: Meter;
+  images: ProjectImages;
+  catalogue: Catalogue;
+  priceTableHash: string;
+  /** The upstream the meter forwards to (the simulator's loopback URL when simulated). */
+  upstreamUrl: string;
+  close(): Promise<void>;
+}
+
+export interface OpenEnvironmentOptions {
+  log: Logger;
+  live?: LiveStatus;
+  db?: Db;
+  /** Shorter per-episode timeouts (tests). */
+  episodeTimeouts?: EvaluationSettings["episodeTimeouts"];
+}
+
+/** Receipts go to SQLite and, as they are flushed, to the live status (metrics, status page). */
+function receiptTee(repo: ReceiptRepo, live: LiveStatus): ReceiptSink {
+  return {
+    insertMany(receipts: readonly Receipt[]) {
+      repo.insertMany(receipts);
+      for (const r of receipts) {
+        live.meterCall({
+          episodeId: r.episode_id,
+          model: r.model,
+          status: r.status,
+          usd: r.usd,
+          clamped: r.clamped,
+          ...(r.error_code === "cap" || r.status === 402
+            ? { refused: "cap" as const }
+            : r.error_code === "allowlist"
+              ? { refused: "allowlist" as const }
+              : {}),
+          promptTokens: r.prompt_tokens,
+          completionTokens: r.completion_tokens,
+          ...(r.ttfb_ms !== null ? { ttfbMs: r.ttfb_ms } : {}),
+        });
+      }
+    },
+    listByEpisode: (id) => repo.listByEpisode(id),
+  };
+}
+
+function settingsOf(config: Config, opts: OpenEnvironmentOptions): EvaluationSettings {
+  return {
+    dataDir: config.dataDir,
+    concurrency: config.evaluation.concurrency,
+    specNumber: config.evaluation.specNumber,
+    episodeCapUsd: config.llm.episodeCapUsd,
+    defaultModel: config.llm.defaultModel,
+    agentCommand: config.evaluation.agentCommand,
+    episodeTimeouts: opts.episodeTimeouts,
+    llm: { baseUrl: config.llm.baseUrl, simulated: config.llm.simulated },
+  };
+}
+
+export async function openEnvironment(config: Config, opts: OpenEnvironmentOptions): Promise<Environment> {
+  const log = opts.log;
+  const live = opts.live ?? new LiveStatus();
+  const db = opts.db ?? openDb(config.dbPath, { log });
+  const cleanups: Array<() => Promise<void> | void> = [];
+  try {
+    const [allowlist, prices, catalogue] = await Promise.all([
+      loadAllowlist(ALLOWLIST_FILE),
+      loadPriceTable(PRICE_TABLE_FILE),
+      loadCatalogue(config.evaluation.scenariosDir),
+    ]);
+
+    let upstreamUrl = config.llm.baseUrl;
+    let apiKey = config.llm.apiKey;
+    if (config.llm.simulated) {
+      const { startEngySim } = await import("../engy-sim/index.js");
+      const sim = await startEngySim({
+        host: "127.0.0.1",
+        port: 0,
+        seed: config.sim.seed,
+        ...(config.sim.profilePath ? { profile: config.sim.profilePath } : {}),
+        scenariosDir: config.evaluation.scenariosDir,
+        latencyScale: config.sim.latencyScale,
+        log: log.child({ component: "engy-sim" }),
+      });
+      cleanups.push(() => sim.close());
+      upstreamUrl = sim.url;
+      apiKey = "sim-key";
+      log.info(
+        { url: sim.url, seed: config.sim.seed, latencyScale: config.sim.latencyScale },
+        "engy_sim.started",
+      );
+    }
+
+    const meter = new Meter({
+      upstreamUrl,
+      ...(apiKey ? { apiKey } : {}),
+      allowlist,
+      prices,
+      receipts: receiptTee(new ReceiptRepo(db), live),
+      log: log.child({ component: "meter" }),
+      upstreamTimeoutMs: config.llm.upstreamTimeoutMs,
+    });
+    cleanups.push(() => meter.stop());
+
+    const sandbox = await Sandbox.open({
+      socketPath: config.evaluation.dockerSocket,
+      poolCidr: config.evaluation.subnetPool,
+      ...(config.evaluation.daemonInContainer !== undefined
+        ? { daemonInContainer: config.evaluation.daemonInContainer }
+        : {}),
+      log: log.child({ component: "sandbox" }),
+    });
+    cleanups.push(() => sandbox.close());
+
+    const images = new ProjectImages(sandbox.docker, {
+      repoRoot: REPO_ROOT,
+      ...(config.evaluation.agentImage ? { agentImage: config.evaluation.agentImage } : {}),
+      ...(config.evaluation.sidecarImage ? { sidecarImage: config.evaluation.sidecarImage } : {}),
+      log: log.child({ component: "images" }),
+    });
+
+    let closed = false;
+    return {
+      config,
+      log,
+      db,
+      live,
+      observer: live,
+      settings: settingsOf(config, opts),
+      priceTableHash: meter.priceTableHash,
+      meter,
+      sandbox,
+      images,
+      catalogue,
+      repo: new EvaluationRepo(db),
+      upstreamUrl,
+      async close() {
+        if (closed) return;
+        closed = true;
+        for (const c of cleanups.reverse()) {
+          try {
+            await c();
+          } catch (err) {
+            log.warn({ err: (err as Error).message }, "environment.close_failed");
+          }
+        }
+        if (!opts.db) db.close();
+      },
+    };
+  } catch (err) {
+    for (const c of cleanups.reverse()) await Promise.resolve(c()).catch(() => undefined);
+    if (!opts.db) db.close();
+    throw err;
+  }
+}
+
+/** Build (or find by content hash) every image an evaluation of these scenarios needs. */
+export async function prepareImages(
+  env: Pick<Environment, "images">,
+  scenarios: readonly Scenario[],
+  opts: {
+    signal?: AbortSignal;
+    concurrency?: number;
+    onImage?: (name: string, built: boolean, ms: number) => void;
+  } = {},
+): Promise<void> {
+  const t0 = performance.now();
+  const note = (name: string) => (img: { built: boolean }) =>
+    opts.onImage?.(name, img.built, performance.now() - t0);
+  await Promise.all([
+    env.images.agentBase(opts.signal).then(note("agent-base")),
+    env.images.sidecar(opts.signal).then(note("sidecar")),
+  ]);
+  const queue = [...scenarios];
+  const workers = Array.from({ length: Math.max(1, opts.concurrency ?? 2) }, async () => {
+    for (let s = queue.shift(); s; s = queue.shift()) {
+      await env.images.scenario(s, opts.signal).then(note(`scenario/${s.name}`));
+    }
+  });
+  await Promise.all(workers);
+}

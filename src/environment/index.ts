@@ -1,0 +1,7 @@
+/** The composition root's public face: one place that builds an evaluating process's parts. */
+export {
+  type Environment,
+  type OpenEnvironmentOptions,
+  openEnvironment,
+  prepareImages,
+} from "./environment.js";

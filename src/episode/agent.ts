@@ -1,0 +1,191 @@
+/**
+ * The agent of an episode, in its scenario container: created while the policy boots and held at
+ * a one-byte stdin gate, released when the policy is healthy, then run under its deadline, the
+ * policy-stall watchdog and a watch on the sidecar (a policy that dies under the agent ends it).
+ */
+import { agentCommandArgv, agentEnv } from "../../agent/contract.js";
+import { InfraError } from "../errors.js";
+import {
+  attachStdin,
+  type BuiltImage,
+  type Container,
+  createContainer,
+  type EpisodeTopology,
+  hostAddress,
+  inspectContainer,
+  putFiles,
+  SCENARIO_LIMITS,
+  startContainer,
+  stopContainer,
+  waitExit,
+} from "../sandbox/index.js";
+import type { AgentEndFacts, KillReason } from "./attribution.js";
+import { deadline, sleep } from "./deadline.js";
+import type { EpisodeRun } from "./run-context.js";
+import type { Sidecar } from "./sidecar.js";
+import type { EpisodeTimeouts } from "./types.js";
+import { watchdog } from "./watchdog.js";
+
+export const AGENT_UID = 10000;
+export const WORKSPACE = "/workspace";
+export const TURNS_PATH = `${WORKSPACE}/turns.jsonl`;
+export const TRANSCRIPT_PATH = `${WORKSPACE}/transcript.txt`;
+
+export interface Agent {
+  container: Container;
+  name: string;
+  /** Opens the gate: the agent starts working. */
+  release(): Promise<void>;
+}
+
+/** Create and start the scenario container, the agent held at its gate. */
+export async function createAgent(
+  run: EpisodeRun,
+  opts: {
+    image: BuiltImage;
+    topo: EpisodeTopology;
+    base: string;
+    agentCommand: string | undefined;
+    agentEnv: Readonly<Record<string, string>> | undefined;
+  },
+): Promise<Agent> {
+  const { scope } = run;
+  if (!scope) throw new InfraError("episode_state", "agent before topology");
+  const name = `${opts.base}-agent`;
+  scope.trackContainer(name);
+  const env: Record<string, string> = {};
+  for (const kv of agentEnv({
+    llmBaseUrl: "http://policy:8800/v1",
+    llmModel: "auto",
+    workspace: WORKSPACE,
+    turnsFile: TURNS_PATH,
+    transcriptFile: TRANSCRIPT_PATH,
+  })) {
+    const i = kv.indexOf("=");
+    env[kv.slice(0, i)] = kv.slice(i + 1);
+  }
+  Object.assign(env, opts.agentEnv ?? {});
+  const c = await createContainer(run.sandbox.docker, {
+    name,
+    image: opts.image.ref,
+    entrypoint: [
+      "/bin/sh",
+      "-c",
+      'head -c 1 >/dev/null; exec "$@"',
+      "agent",
+      ...agentCommandArgv(opts.agentCommand),
+    ],
+    cmd: [],
+    stdin: true,
+    env,
+    user: `${AGENT_UID}:${AGENT_UID}`,
+    workingDir: "/app",
+    labels: scope.labels("agent"),
+    limits: SCENARIO_LIMITS,
+    network: {
+      kind: "network",
+      name: opts.topo.agentNet.name,
+      ipv4: hostAddress(opts.topo.agentNet.subnet, 3),
+    },
+    dropAllCaps: true,
+    init: true,
+  });
+  // /workspace is root's: SKILL.md and INSTRUCTION.md cannot be changed or replaced;
+  // the agent writes only its session files and /workspace/learned.
+  const own = { uid: AGENT_UID, gid: AGENT_UID };
+  await putFiles(c, "/", [
+    { name: "workspace/", type: "directory", mode: 0o755 },
+    { name: "workspace/SKILL.md", data: run.pack.skillMd, mode: 0o444 },
+    { name: "workspace/INSTRUCTION.md", data: run.scenario.instruction, mode: 0o444 },
+    { name: "workspace/learned/", type: "directory", mode: 0o755, ...own },
+    { name: "workspace/turns.jsonl", data: "", mode: 0o644, ...own },
+    { name: "workspace/transcript.txt", data: "", mode: 0o644, ...own },
+  ]);
+  const gate = await attachStdin(c);
+  await startContainer(c);
+  return { container: c, name, release: () => gate.send(Buffer.from("\n")) };
+}
+
+/** How the agent phase ended (facts for attribution). */
+export interface AgentRun {
+  killedBy: KillReason | undefined;
+  policyExit: AgentEndFacts["policyExit"];
+  inflightAtKill: boolean;
+  exitCode: number | undefined;
+  agentMs: number;
+}
+
+/** Release the agent and wait for it: its own exit, the deadline, the watchdog or a dead policy. */
+export async function runAgent(
+  run: EpisodeRun,
+  agent: Agent,
+  sidecar: Sidecar,
+  opts: { agentMs: number; timeouts: EpisodeTimeouts; signal: AbortSignal | undefined },
+): Promise<AgentRun> {
+  const token = run.token!;
+  const to = opts.timeouts;
+  await agent.release();
+  const agentStart = performance.now();
+  const adl = deadline(opts.agentMs, opts.signal);
+  const wdStop = new AbortController();
+  run.progress({ phase: "running", spentUsd: 0 });
+  const spend = setInterval(() => run.progress({ spentUsd: run.spentUsd() }), 1000);
+  spend.unref();
+  const out: AgentRun = {
+    killedBy: undefined,
+    policyExit: undefined,
+    inflightAtKill: false,
+    exitCode: undefined,
+    agentMs: 0,
+  };
+  try {
+    const outcome = await Promise.race([
+      waitExit(agent.container, adl.signal).then(
+        (code) => ({ kind: "exit" as const, code }),
+        (err) => {
+          if (adl.expired) return { kind: "deadline" as const };
+          throw err;
+        },
+      ),
+      watchdog(
+        run.meter,
+        token,
+        agentStart,
+        to.watchdogFirstCallMs ?? 120_000,
+        to.watchdogIdleMs ?? 600_000,
+        to.watchdogPollMs ?? 1_000,
+        AbortSignal.any([adl.signal, wdStop.signal]),
+      ).then((why) => (why ? { kind: "watchdog" as const, why } : new Promise<never>(() => {}))),
+      // A policy that dies under the agent (a crash, its memory limit) can answer nothing more:
+      // end the agent now rather than let it retry into a dead socket until the watchdog fires.
+      waitExit(sidecar.container, AbortSignal.any([adl.signal, wdStop.signal])).then(
+        (code) => ({ kind: "policy_exited" as const, code }),
+        () => new Promise<never>(() => {}),
+      ),
+    ]);
+    if (outcome.kind === "exit") out.exitCode = outcome.code;
+    else {
+      if (outcome.kind === "policy_exited") {
+        // (A kill from outside shows as a kill event just before the exit: give it time to land.)
+        const [s] = await Promise.all([inspectContainer(sidecar.container), sleep(300)]);
+        out.policyExit = { exitCode: outcome.code, oomKilled: Boolean(s.State.OOMKilled) };
+        run.log.warn(out.policyExit, "episode.policy.exited");
+      }
+      out.killedBy =
+        outcome.kind === "deadline"
+          ? "deadline"
+          : outcome.kind === "watchdog"
+            ? outcome.why
+            : "policy_exited";
+      out.inflightAtKill = out.killedBy !== "deadline" && run.meter.summary(token).reserved_usd > 0;
+      run.log.warn({ killedBy: out.killedBy, inflightAtKill: out.inflightAtKill }, "episode.agent.kill");
+      await stopContainer(agent.container, to.stopGraceMs ?? 5_000);
+    }
+  } finally {
+    clearInterval(spend);
+    wdStop.abort();
+    adl.clear();
+  }
+  out.agentMs = performance.now() - agentStart;
+  return out;
+}

@@ -1,0 +1,95 @@
+/**
+ * The end of an episode: answer provenance against the meter's receipts, the primary failure
+ * deciding scored vs failed, and the artifacts that explain the result (meter.json,
+ * evaluation.json, error.txt, policy.log).
+ */
+import type { TurnRecord } from "../../agent/contract.js";
+import type { Receipt } from "../meter/index.js";
+import { ARTIFACT_FILES } from "./artifacts.js";
+import { primaryFailure } from "./attribution.js";
+import { checkProvenance } from "./provenance.js";
+import type { EpisodeRun } from "./run-context.js";
+import type { EpisodeFailure, EpisodeResult } from "./types.js";
+import type { GradeResult } from "./verifier.js";
+
+/** Every answer the agent acted on must match a receipt (src/episode/provenance.ts). */
+function provenance(run: EpisodeRun, turns: readonly TurnRecord[] | undefined, receipts: Receipt[]): void {
+  if (turns === undefined) return;
+  const prov = checkProvenance(turns, receipts);
+  run.result.answer_provenance = prov;
+  if (prov.unmatched === 0) return;
+  // First among the policy's faults: the rest of the episode is built on answers no model gave.
+  const f: EpisodeFailure = {
+    class: "policy",
+    code: "unmetered_answer",
+    message: `${prov.unmatched} of ${prov.turns} answers the agent received match no metered model call (first: turn ${prov.first_unmatched_turn})`,
+  };
+  run.failures.unshift(f);
+  run.log.warn({ class: f.class, code: f.code, msg: f.message }, "episode.failure");
+}
+
+export async function finishEpisode(
+  run: EpisodeRun,
+  opts: {
+    turns: readonly TurnRecord[] | undefined;
+    grade: GradeResult | undefined;
+    policyLog: string;
+    startedAt: number;
+  },
+): Promise<EpisodeResult> {
+  const { result, artifacts, meter } = run;
+  const receipts = run.receipts();
+  provenance(run, opts.turns, receipts);
+
+  // Outcome: the primary failure decides scored vs failed; a policy fault keeps its quality.
+  const primary = primaryFailure(run.failures);
+  result.failure = primary ?? null;
+  result.notes = [...run.failures.map((f) => f.code), ...result.notes];
+  result.status = primary && primary.class !== "policy" ? "failed" : "scored";
+  // An upstream/infra failure makes the quality untrustworthy: none is reported (the run is retried).
+  if (result.status === "failed") result.quality = 0;
+  // Work done on forged answers earns nothing.
+  if ((result.answer_provenance?.unmatched ?? 0) > 0) result.quality = 0;
+  const usage = result.usage;
+  result.cost_usd = usage?.cost_usd ?? 0;
+  result.by_model = usage?.by_model ?? {};
+  result.timings.total_ms = performance.now() - opts.startedAt;
+  result.truncated_before_tool_call = result.agent.tool_calls === 0 && receipts.some((r) => r.truncated);
+
+  await artifacts.write(ARTIFACT_FILES.policyLog, opts.policyLog);
+  await artifacts.json(ARTIFACT_FILES.meter, {
+    episode_id: run.id,
+    price_table_hash: meter.priceTableHash,
+    summary: usage,
+    receipts,
+  });
+  if (primary && !artifacts.written[ARTIFACT_FILES.error]) {
+    await artifacts.write(
+      ARTIFACT_FILES.error,
+      `${primary.class}/${primary.code}: ${primary.message}\n${run.errors.length ? `\n${run.errors.join("\n\n")}\n` : ""}`,
+    );
+  }
+  result.artifacts.files = {
+    ...artifacts.written,
+    [ARTIFACT_FILES.evaluation]: `${artifacts.dir}/${ARTIFACT_FILES.evaluation}`,
+  };
+  const grade = opts.grade;
+  await artifacts.json(ARTIFACT_FILES.evaluation, {
+    ...result,
+    verifier_result: grade
+      ? { tests: grade.tests, passed: grade.passed, reward: grade.reward ?? null, ctrf: grade.ctrf ?? null }
+      : null,
+  });
+  run.log.info(
+    {
+      status: result.status,
+      quality: result.quality,
+      failure: result.failure?.code,
+      cost_usd: result.cost_usd,
+      answers: result.answer_provenance,
+      total_ms: Math.round(result.timings.total_ms),
+    },
+    "episode.done",
+  );
+  return result;
+}

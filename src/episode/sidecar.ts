@@ -1,0 +1,213 @@
+/**
+ * The policy sidecar of an episode: created on the agent network (alias `policy`) and joined to
+ * the meter network, the miner's files unpacked from a stdin tar into a tmpfs (the root is
+ * read-only, so the engine accepts no archive upload), then health-gated: GET /health polled
+ * while watching for the container's exit, whichever comes first.
+ */
+import { request } from "node:http";
+import { InfraError } from "../errors.js";
+import {
+  attachStdin,
+  type BuiltImage,
+  type Container,
+  connectNetwork,
+  createContainer,
+  type EpisodeTopology,
+  hostAddress,
+  inspectContainer,
+  packTar,
+  readLogs,
+  type Sandbox,
+  SIDECAR_LIMITS,
+  startContainer,
+  type TarEntry,
+  waitExit,
+} from "../sandbox/index.js";
+import { type Deadline, deadline, sleep } from "./deadline.js";
+import type { EpisodeRun } from "./run-context.js";
+
+export const POLICY_PORT = 8800;
+export const POLICY_UID = 10001;
+
+/** The policy files as a tar relative to /policy (directories first, then files). */
+export function policyEntries(files: Readonly<Record<string, string>>): TarEntry[] {
+  const dirs = new Set<string>();
+  const entries: TarEntry[] = [];
+  for (const [name, content] of Object.entries(files)) {
+    const parts = name.split("/");
+    for (let i = 1; i < parts.length; i++) dirs.add(parts.slice(0, i).join("/"));
+    entries.push({ name, data: content, mode: 0o644 });
+  }
+  return [
+    ...[...dirs].sort().map((d): TarEntry => ({ name: `${d}/`, type: "directory", mode: 0o755 })),
+    ...entries,
+  ];
+}
+
+const commandCache = new Map<string, string[]>();
+
+/** The image's own entrypoint + command (what our stdin wrapper execs), inspected once per image. */
+async function imageCommand(sandbox: Sandbox, image: BuiltImage): Promise<string[]> {
+  const hit = commandCache.get(image.id);
+  if (hit) return hit;
+  const info = await sandbox.docker.getImage(image.ref).inspect();
+  const cmd = [...(info.Config?.Entrypoint ?? []), ...(info.Config?.Cmd ?? [])];
+  if (cmd.length === 0) throw new InfraError("sidecar_image_invalid", `${image.ref} has no command to run`);
+  commandCache.set(image.id, cmd);
+  return cmd;
+}
+
+export interface Sidecar {
+  container: Container;
+  name: string;
+  /** Its address on the meter network (where the health probe reaches it from this process). */
+  meterIp: string;
+  /** Starts it and sends the policy files; resolves once both are done. */
+  start(): Promise<void>;
+}
+
+/** Create the sidecar (not started): env of DESIGN.md, both networks, the policy tar ready. */
+export async function createSidecar(
+  run: EpisodeRun,
+  opts: { image: BuiltImage; topo: EpisodeTopology; base: string; defaultModel: string },
+): Promise<Sidecar> {
+  const { sandbox, scope, token } = run;
+  if (!scope || token === undefined) throw new InfraError("episode_state", "sidecar before topology");
+  const { topo } = opts;
+  const name = `${opts.base}-sidecar`;
+  scope.trackContainer(name);
+  const agentIp = hostAddress(topo.agentNet.subnet, 2);
+  const meterIp = hostAddress(topo.meterNet.subnet, 2);
+  const cmd = await imageCommand(sandbox, opts.image);
+  const container = await createContainer(sandbox.docker, {
+    name,
+    image: opts.image.ref,
+    entrypoint: ["/bin/sh", "-c", 'umask 022 && tar -x -C /policy -f - && exec "$@"', "sidecar"],
+    cmd,
+    stdin: true,
+    env: {
+      POLICY_PORT: String(POLICY_PORT),
+      UPSTREAM_URL: `http://meter:${topo.meterPort}/v1`,
+      EPISODE_TOKEN: token,
+      POLICY_DIR: "/policy",
+      DEFAULT_MODEL: opts.defaultModel,
+      PYTHONDONTWRITEBYTECODE: "1",
+    },
+    user: `${POLICY_UID}:${POLICY_UID}`,
+    labels: scope.labels("sidecar"),
+    limits: SIDECAR_LIMITS,
+    network: { kind: "network", name: topo.agentNet.name, aliases: ["policy"], ipv4: agentIp },
+    extraHosts: topo.sidecarExtraHosts,
+    readOnlyRoot: true,
+    tmpfs: {
+      "/tmp": "rw,nosuid,nodev,size=64m",
+      "/policy": `rw,nosuid,nodev,noexec,size=2m,uid=${POLICY_UID},gid=${POLICY_UID},mode=0755`,
+    },
+    dropAllCaps: true,
+    init: true,
+  });
+  const policyTar = await packTar(policyEntries(run.pack.policyFiles));
+  const [stdin] = await Promise.all([
+    attachStdin(container),
+    connectNetwork(sandbox.docker, topo.meterNet.name, container.id, [], meterIp),
+  ]);
+  return {
+    container,
+    name,
+    meterIp,
+    start: async () => {
+      await startContainer(container);
+      await stdin.send(policyTar);
+    },
+  };
+}
+
+function httpOk(url: string, signal: AbortSignal): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = request(url, { method: "GET", signal, timeout: 1000, agent: false }, (res) => {
+      res.resume();
+      resolve((res.statusCode ?? 500) < 300);
+    });
+    req.on("timeout", () => req.destroy());
+    req.on("error", () => resolve(false));
+    req.end();
+  });
+}
+
+export type HealthOutcome = { kind: "healthy" } | { kind: "exited"; code: number } | { kind: "timeout" };
+
+/** Poll GET /health while watching for the container's exit; whichever comes first. */
+async function pollHealth(url: string, container: Container, dl: Deadline): Promise<HealthOutcome> {
+  const done = new AbortController();
+  const signal = AbortSignal.any([dl.signal, done.signal]);
+  const exited = waitExit(container, signal).then(
+    (code): HealthOutcome => ({ kind: "exited", code }),
+    () => undefined,
+  );
+  const healthy = (async (): Promise<HealthOutcome | undefined> => {
+    while (!signal.aborted) {
+      if (await httpOk(url, signal)) return { kind: "healthy" };
+      await sleep(25, signal).catch(() => undefined);
+    }
+    return undefined;
+  })();
+  const first = await Promise.race([exited, healthy]);
+  done.abort();
+  if (first) return first;
+  if (dl.expired) {
+    // The deadline may have raced a crash: a container that is gone by now crashed.
+    const info = await inspectContainer(container).catch(() => undefined);
+    if (info && !info.State.Running) return { kind: "exited", code: info.State.ExitCode };
+    return { kind: "timeout" };
+  }
+  throw dl.signal.reason ?? new DOMException("aborted", "AbortError");
+}
+
+/** The sidecar's health gate; a policy that never gets healthy is recorded as the policy's failure. */
+export async function awaitHealthy(
+  run: EpisodeRun,
+  sidecar: Sidecar,
+  healthMs: number,
+  signal: AbortSignal | undefined,
+): Promise<{ healthy: boolean; policyLog: string }> {
+  const hdl = deadline(healthMs, signal);
+  let health: HealthOutcome;
+  try {
+    health = await pollHealth(`http://${sidecar.meterIp}:${POLICY_PORT}/health`, sidecar.container, hdl);
+  } finally {
+    hdl.clear();
+  }
+  run.log.debug({ phase: `sidecar.${health.kind}` }, "episode.phase");
+  if (health.kind === "healthy") return { healthy: true, policyLog: "" };
+  const logs = await readLogs(sidecar.container, 256 * 1024).catch(() => ({
+    stdout: "",
+    stderr: "",
+    truncated: false,
+  }));
+  const policyLog = `${logs.stdout}${logs.stderr ? `\n--- stderr ---\n${logs.stderr}` : ""}`;
+  // We never stop the sidecar while waiting for it: a kill then came from outside (the engine
+  // stopping it on shutdown, an operator), not from the policy. The kill event precedes the exit.
+  if (health.kind === "exited") {
+    await sleep(300);
+    if (run.sandbox.engineWatch.killsOf(sidecar.name) > 0)
+      run.fail({
+        class: "infra",
+        code: "sidecar_killed",
+        message: `the policy sidecar was killed from outside (exit ${health.code}) before it was healthy`,
+      });
+  }
+  run.fail({
+    class: "policy",
+    code: health.kind === "exited" ? "policy_crashed" : "policy_health_timeout",
+    message:
+      health.kind === "exited"
+        ? `the policy sidecar exited with status ${health.code} before it was healthy`
+        : `the policy sidecar was not healthy within ${healthMs} ms`,
+  });
+  const first = run.failures[0]!;
+  await run.artifacts.write(
+    "error.txt",
+    `${first.code}: ${first.message}\n\n${logs.stderr || logs.stdout || "(no output)"}\n`,
+  );
+  return { healthy: false, policyLog };
+}

@@ -1,0 +1,64 @@
+/**
+ * An episode's result as the evaluation counts it: the episode layer's EpisodeResult mapped to
+ * the evaluation's EpisodeOutcome (quality, failure, cost by model, timings, image digests).
+ */
+import type { EpisodeResult } from "../episode/index.js";
+import type { UsageSummary } from "../meter/index.js";
+import type { EpisodeOutcome, ModelUsage } from "./types.js";
+
+const usageOf = (
+  u: Record<
+    string,
+    {
+      calls: number;
+      cost_usd: number;
+      prompt_tokens: number;
+      cached_tokens: number;
+      completion_tokens: number;
+    }
+  >,
+): Record<string, ModelUsage> =>
+  Object.fromEntries(
+    Object.entries(u).map(([m, x]) => [
+      m,
+      {
+        calls: x.calls,
+        costUsd: x.cost_usd,
+        promptTokens: x.prompt_tokens,
+        cachedTokens: x.cached_tokens,
+        completionTokens: x.completion_tokens,
+      },
+    ]),
+  );
+
+/** Calls that reached the provider and came back with a bill. */
+function billedCalls(usage: UsageSummary | null): number {
+  if (!usage) return 0;
+  return Math.max(0, usage.calls - usage.errors);
+}
+
+export function outcomeOf(r: EpisodeResult): EpisodeOutcome {
+  const images: Record<string, string> = {};
+  if (r.images.sidecar) images.sidecar = r.images.sidecar.id;
+  if (r.images.scenario) images[`scenario/${r.scenario}`] = r.images.scenario.id;
+  return {
+    scenario: r.scenario,
+    status: r.status,
+    quality: r.quality,
+    tests: r.tests,
+    passed: r.passed,
+    ...(r.failure ? { failure: r.failure } : {}),
+    costUsd: r.cost_usd,
+    byModel: usageOf(r.by_model),
+    billedCalls: billedCalls(r.usage),
+    truncatedBeforeToolCall: r.truncated_before_tool_call,
+    timings: {
+      setupMs: Math.round(r.timings.images_ms + r.timings.setup_ms),
+      agentMs: Math.round(r.timings.agent_ms),
+      verifyMs: Math.round(r.timings.verify_ms),
+      totalMs: Math.round(r.timings.total_ms),
+    },
+    imageDigests: images,
+    artifactsDir: r.artifacts.dir,
+  };
+}
