@@ -1,189 +1,141 @@
-"""The built-in policy.json kinds: pin, escalate, advisers (validation: spec.py)."""
+"""The Policy base class and the policy.json kinds (pin, escalate, advisers), with the reference
+runtime's defaults and its leniency: fields it does not read are ignored, values go through Python's own
+float()/int()/list()/set(), and only what those reject (or an unknown kind) stops the sidecar at start.
+The adviser prompts reach the models, so their text is the reference runtime's, byte for byte."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
-from .runtime import Context, Policy, UpstreamError
-from .signals import count_tool_turns, has_tool_results, text_of, tool_calls_of
-from .spec import (
-    KINDS,
-    AdvisersSpec,
-    EscalateSpec,
-    PinSpec,
-    PolicyConfigError,
-    PolicySpec,
-    parse_policy_spec,
-    spec_from_config,
+from .context import Ctx
+from .settings import DEFAULT_MODEL, log
+
+ESCALATE_SIGNALS = ("stall", "toolerr", "repeat")
+ESCALATE_STALL_S = 420.0
+ADVISER_MAX_TOKENS = 400
+ADVISER_TEMPERATURE = 0.7
+ADVISER_TRANSCRIPT_CHARS = 60000  # the tail of the conversation's JSON an adviser reads
+
+ADVISER_PROMPT = (
+    "You are an adviser watching another agent solve a terminal task. Read the conversation so far and "
+    "write at most 150 words of concrete, specific advice for its NEXT step only: what to check, what "
+    "to run, what mistake to avoid, or what the deliverable must contain. No preamble. If the agent is "
+    "on track, say so in one line."
+)
+ADVICE_HEADER = (
+    "Notes from independent advisers who read the conversation so far. They may be wrong; weigh them "
+    "with your own judgment, then take the next step.\n\n"
 )
 
-__all__ = ["KINDS", "AdvisersPolicy", "EscalatePolicy", "PinPolicy", "PolicyConfigError", "build_policy",
-           "parse_policy_config", "policy_from_config"]
 
-ADVISER_TIMEOUT_S = 90.0
+class Policy:
+    """Subclass and implement `async def handle(self, req, ctx)`: return `await ctx.upstream(req)` to
+    stream a model's answer through, or `ctx.render(message)` to answer with a message you assembled.
+    `name` is what /health and /v1/models report."""
 
+    name = "policy"
 
-# --- pin ------------------------------------------------------------------------------------------
+    async def handle(self, req: dict, ctx: Ctx) -> Any:
+        req["model"] = DEFAULT_MODEL
+        return await ctx.upstream(req)
 
 
 class PinPolicy(Policy):
-    """Every call goes to one model."""
+    """Every call to one model."""
 
-    kind = "pin"
-
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str = DEFAULT_MODEL) -> None:
         self.model = model
+        self.name = f"pin:{model}"
 
-    async def handle(self, req: dict[str, Any], ctx: Context) -> Any:
+    async def handle(self, req: dict, ctx: Ctx) -> Any:
         req["model"] = self.model
         return await ctx.upstream(req)
 
 
-# --- escalate -------------------------------------------------------------------------------------
-
-
 class EscalatePolicy(Policy):
-    """Start on `cheap`; the first turn on which a listed signal holds switches the session to `strong`
-    for the rest of the session."""
+    """Each session starts on `cheap`; the first turn on which one of `signals` holds moves it to `strong`
+    for good (the session records "escalated" and "why")."""
 
-    kind = "escalate"
-
-    def __init__(self, cheap: str, strong: str, signals: tuple[str, ...], stall_s: float) -> None:
+    def __init__(self, cheap: str, strong: str, signals: list[str] | None = None, stall_s: float = ESCALATE_STALL_S):
         self.cheap = cheap
         self.strong = strong
-        self.signals = signals
+        self.signals = set(signals or ESCALATE_SIGNALS)
         self.stall_s = stall_s
+        self.name = f"escalate:{cheap}->{strong}"
 
-    async def handle(self, req: dict[str, Any], ctx: Context) -> Any:
-        state = ctx.session.get("escalated")
-        if state is None:
-            fired = [s for s in ctx.signals(stall_s=self.stall_s) if s in self.signals]
-            if fired:
-                state = {"turn": ctx.turn, "signals": fired}
-                ctx.session["escalated"] = state
-        req["model"] = self.strong if state else self.cheap
-        ctx.log(escalated=state)
+    async def handle(self, req: dict, ctx: Ctx) -> Any:
+        sess = ctx.session
+        if not sess.get("escalated"):
+            why = [s for s in ctx.signals(stall_s=self.stall_s) if s in self.signals]
+            if why:
+                sess["escalated"] = True
+                sess["why"] = why
+        req["model"] = self.strong if sess.get("escalated") else self.cheap
         return await ctx.upstream(req)
 
 
-# --- advisers -------------------------------------------------------------------------------------
-
-ADVISER_SYSTEM = (
-    "You advise an AI agent that works on a task in a Linux terminal through tools. Read the transcript "
-    "and write one short note (at most 80 words): the most useful next step, or a mistake to avoid. "
-    "Plain text only; do not call tools and do not solve the whole task."
-)
-NOTES_HEADER = (
-    "[advisers] Notes from other models on the next step, for you only (not from the user). "
-    "Decide for yourself and continue the task with your tools."
-)
-HEAD_MESSAGES = 5
-TAIL_MESSAGES = 10
-# The first messages carry the task (system prompt, SKILL.md, INSTRUCTION.md): keep them nearly whole.
-HEAD_CLIP_CHARS = 8000
-CLIP_CHARS = 1500
-
-
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n // 2] + f"\n[... {len(text) - n} chars cut ...]\n" + text[-n // 2 :]
-
-
-def adviser_messages(messages: list[Any]) -> list[dict[str, str]]:
-    """What an adviser reads: the task (the first messages) and the recent turns as plain text, so the
-    adviser needs no tool definitions and its input stays bounded whatever the conversation length."""
-    n = len(messages)
-    picked = list(range(min(HEAD_MESSAGES, n))) + list(range(max(HEAD_MESSAGES, n - TAIL_MESSAGES), n))
-    lines: list[str] = []
-    prev = -1
-    for i in picked:
-        if i != prev + 1:
-            lines.append(f"[... {i - prev - 1} messages omitted ...]")
-        prev = i
-        m = messages[i]
-        if not isinstance(m, dict):
-            continue
-        role = str(m.get("role", "?"))
-        head = f"### {role}" + (f" ({m['name']})" if isinstance(m.get("name"), str) else "")
-        body = _clip(text_of(m.get("content")), HEAD_CLIP_CHARS if i < HEAD_MESSAGES else CLIP_CHARS)
-        calls = "".join(f"\n-> {name}({_clip(args, 500)})" for name, args in tool_calls_of(m))
-        lines.append(f"{head}\n{body}{calls}".rstrip())
-    transcript = "\n\n".join(lines)
-    return [
-        {"role": "system", "content": ADVISER_SYSTEM},
-        {"role": "user", "content": f"Transcript so far:\n\n{transcript}\n\nYour note:"},
-    ]
-
-
-def notes_message(notes: list[tuple[str, str]]) -> dict[str, str]:
-    body = "\n\n".join(f"- ({model}) {text.strip()}" for model, text in notes)
-    return {"role": "user", "content": f"{NOTES_HEADER}\n\n{body}"}
-
-
-def advisers_engage(messages: list[Any], every: int) -> bool:
-    """Once tool results exist, on every `every`-th tool-calling turn of the agent (1st, 1+every, ...)."""
-    if not has_tool_results(messages):
-        return False
-    k = count_tool_turns(messages)
-    return k >= 1 and (k - 1) % every == 0
-
-
 class AdvisersPolicy(Policy):
-    """The writer answers every turn; once tool results exist, the advisers first write short notes in
-    parallel (ctx.call) that are appended to the writer's messages."""
+    """Once the conversation holds tool results, on every `every`-th turn of the session, each adviser
+    reads the conversation and writes a note (in parallel); the notes that came back are appended to the
+    writer's messages as one system message. The writer answers every turn, streamed through."""
 
-    kind = "advisers"
-
-    def __init__(self, writer: str, advisers: tuple[str, ...], max_tokens: int, temperature: float, every: int) -> None:
+    def __init__(
+        self,
+        writer: str,
+        advisers: list[str],
+        max_words: int = 150,
+        temperature: float = ADVISER_TEMPERATURE,
+        max_tokens: int = ADVISER_MAX_TOKENS,
+        every: int = 1,
+    ) -> None:
         self.writer = writer
-        self.advisers = advisers
-        self.max_tokens = max_tokens
+        self.advisers = list(advisers)
         self.temperature = temperature
-        self.every = every
+        self.max_tokens = max_tokens
+        self.every = max(1, every)
+        self.name = f"advisers:{writer}|{','.join(advisers)}"
 
-    async def _note(self, ctx: Context, model: str, prompt: list[dict[str, str]]) -> str:
-        msg = await asyncio.wait_for(
-            ctx.call(model, prompt, max_tokens=self.max_tokens, temperature=self.temperature), ADVISER_TIMEOUT_S
-        )
-        return text_of(msg.get("content")).strip()
+    def _engaged(self, msgs: list[dict], turn: int) -> bool:
+        return any(m.get("role") == "tool" for m in msgs) and turn % self.every == 0
 
-    async def handle(self, req: dict[str, Any], ctx: Context) -> Any:
-        messages = req.get("messages") or []
-        if advisers_engage(messages, self.every):
-            prompt = adviser_messages(messages)
-            results = await asyncio.gather(*(self._note(ctx, m, prompt) for m in self.advisers), return_exceptions=True)
-            notes: list[tuple[str, str]] = []
-            failed: dict[str, str] = {}
-            for model, r in zip(self.advisers, results):
-                if isinstance(r, BaseException):
-                    # An adviser refused (402 near the cap, 400, timeout) costs its note, not the turn.
-                    if isinstance(r, UpstreamError):
-                        failed[model] = str(r.code or r.type or r.status)
-                    else:
-                        failed[model] = type(r).__name__
-                elif r:
-                    notes.append((model, r))
-            if notes:
-                req["messages"] = list(messages) + [notes_message(notes)]
-            ctx.log(advisers=len(notes), adviser_errors=failed or None)
+    async def handle(self, req: dict, ctx: Ctx) -> Any:
+        msgs = req.get("messages") or []
+        if self._engaged(msgs, ctx.session.get("turn", 0)):
+            transcript = json.dumps(msgs[1:], default=str)[-ADVISER_TRANSCRIPT_CHARS:]
+            prompt = [
+                {"role": "system", "content": ADVISER_PROMPT},
+                {"role": "user", "content": "Conversation so far (JSON):\n" + transcript},
+            ]
+            notes = await asyncio.gather(
+                *(ctx.call(m, prompt, max_tokens=self.max_tokens, temperature=self.temperature) for m in self.advisers)
+            )
+            written = [(m, n["text"].strip()) for m, n in zip(self.advisers, notes) if n["text"].strip()]
+            if written:
+                block = "\n\n".join(f"Adviser {i + 1} ({m}):\n{text}" for i, (m, text) in enumerate(written))
+                req["messages"] = msgs + [{"role": "system", "content": ADVICE_HEADER + block}]
+            log(event="advisers", n=len(written), s=[n["s"] for n in notes], status=[n["status"] for n in notes])
         req["model"] = self.writer
         return await ctx.upstream(req)
 
 
-def build_policy(spec: PolicySpec) -> Policy:
-    if isinstance(spec, PinSpec):
-        return PinPolicy(spec.model)
-    if isinstance(spec, EscalateSpec):
-        return EscalatePolicy(spec.cheap, spec.strong, spec.signals, spec.stall_s)
-    if isinstance(spec, AdvisersSpec):
-        return AdvisersPolicy(spec.writer, spec.advisers, spec.max_tokens, spec.temperature, spec.every)
-    raise PolicyConfigError(f"no built-in policy for {spec!r}")
-
-
-def parse_policy_config(text: str) -> Policy:
-    """policy.json text → a built-in policy. Raises PolicyConfigError with a one-line reason."""
-    return build_policy(parse_policy_spec(text))
-
-
-def policy_from_config(obj: Any) -> Policy:
-    return build_policy(spec_from_config(obj))
+def policy_from_config(cfg: dict) -> Policy:
+    """policy.json (parsed) → the kind it names; a missing or empty kind is pin. Raises ValueError for an
+    unknown kind, and whatever Python raises for a value it cannot use (a missing model, "x" as a number)."""
+    kind = (cfg.get("kind") or "pin").lower()
+    if kind == "pin":
+        return PinPolicy(cfg.get("model", DEFAULT_MODEL))
+    if kind == "escalate":
+        return EscalatePolicy(
+            cfg["cheap"], cfg["strong"], cfg.get("signals"), float(cfg.get("stall_s", ESCALATE_STALL_S))
+        )
+    if kind == "advisers":
+        return AdvisersPolicy(
+            cfg["writer"],
+            cfg["advisers"],
+            temperature=float(cfg.get("temperature", ADVISER_TEMPERATURE)),
+            max_tokens=int(cfg.get("max_tokens", ADVISER_MAX_TOKENS)),
+            every=int(cfg.get("every", 1)),
+        )
+    raise ValueError(f"unknown policy kind {kind!r}")

@@ -1,57 +1,74 @@
 /**
- * The policy log: one JSON line per event on the sidecar's stdout (see sidecar/README.md "Policy
- * log"). Parsed here, once, at the boundary; anything else on stdout (a raw policy's own prints)
+ * The policy log: the JSON lines the SDK writes (to POLICY_LOG, else stdout), the reference runtime's
+ * events with its fields, so tools that read upstream's policy.log read ours:
+ *   start         {policy, port, upstream}
+ *   turn          {session, turn, model, status, finish, usage, s, remaining_usd}; a rendered answer
+ *                 has `rendered: true` and no status
+ *   policy_error  {session, turn, error}: handle() raised; the agent got a 500
+ *   advisers      {n, s, status}: the advisers kind's notes (how many written, seconds, statuses)
+ * `ts` is Unix seconds. Parsed here, once, at the boundary; anything else (a raw policy's own prints)
  * is not an event.
  */
 import { z } from "zod";
 
-const callSchema = z.object({
-  model: z.string(),
-  kind: z.enum(["upstream", "call"]),
-  status: z.union([z.number().int(), z.string()]),
-  ms: z.number(),
-  prompt_tokens: z.number().int().optional(),
-  completion_tokens: z.number().int().optional(),
+const ts = z.number();
+const usageSchema = z
+  .looseObject({
+    prompt_tokens: z.number().optional(),
+    completion_tokens: z.number().optional(),
+  })
+  .nullable();
+
+const startSchema = z.looseObject({
+  event: z.literal("start"),
+  ts,
+  policy: z.string(),
+  port: z.number().int(),
+  upstream: z.string(),
 });
 
 const turnSchema = z.looseObject({
   event: z.literal("turn"),
-  ts: z.string(),
-  session: z.string().optional(),
-  sid: z.number().int().optional(),
-  turn: z.number().int().optional(),
-  model: z.string().nullable().optional(),
-  models: z.array(z.string()).optional(),
-  calls: z.array(callSchema).optional(),
-  prompt_tokens: z.number().int().nullable().optional(),
-  completion_tokens: z.number().int().nullable().optional(),
-  latency_ms: z.number(),
-  ttfb_ms: z.number().optional(),
-  stream: z.boolean().optional(),
-  status: z.enum(["ok", "policy_error", "upstream_error", "client_closed", "bad_request"]),
-  http_status: z.number().int(),
+  ts,
+  session: z.string(),
+  turn: z.number().int(),
+  /** The request's model after handle() (what the policy routed to); the rendered answer's model. */
+  model: z.unknown().optional(),
+  /** The upstream's HTTP status; absent on a rendered answer. */
+  status: z.number().int().optional(),
+  rendered: z.boolean().optional(),
+  finish: z.string().nullable().optional(),
+  usage: usageSchema.optional(),
+  s: z.number(),
   remaining_usd: z.number().nullable().optional(),
-  signals: z.array(z.string()).optional(),
-  policy: z.record(z.string(), z.unknown()).optional(),
-  error: z.string().optional(),
-  traceback: z.string().optional(),
 });
 
-const listeningSchema = z.looseObject({
-  event: z.literal("listening"),
-  ts: z.string(),
-  policy: z.string(),
-  host: z.string(),
-  port: z.number().int(),
-  upstream: z.string(),
-  default_model: z.string(),
+const policyErrorSchema = z.looseObject({
+  event: z.literal("policy_error"),
+  ts,
+  session: z.string(),
+  turn: z.number().int(),
+  error: z.string(),
 });
 
-export const policyLogEventSchema = z.discriminatedUnion("event", [turnSchema, listeningSchema]);
+const advisersSchema = z.looseObject({
+  event: z.literal("advisers"),
+  ts,
+  n: z.number().int(),
+  s: z.array(z.number()),
+  status: z.array(z.number().int()),
+});
+
+export const policyLogEventSchema = z.discriminatedUnion("event", [
+  startSchema,
+  turnSchema,
+  policyErrorSchema,
+  advisersSchema,
+]);
 export type PolicyLogEvent = z.infer<typeof policyLogEventSchema>;
 export type PolicyTurn = z.infer<typeof turnSchema>;
 
-/** One stdout line → an event, or undefined when the line is not one of ours. */
+/** One log line → an event, or undefined when the line is not one of ours. */
 export function parsePolicyLogLine(line: string): PolicyLogEvent | undefined {
   const t = line.trim();
   if (!t.startsWith("{")) return undefined;
@@ -67,14 +84,17 @@ export function parsePolicyLogLine(line: string): PolicyLogEvent | undefined {
 
 export interface PolicyLogSummary {
   turns: number;
-  /** Turns by status. */
+  /** Turns by outcome: the upstream's HTTP status, or "rendered". */
   statuses: Record<string, number>;
-  /** Model calls by model (upstream and extra calls). */
-  callsByModel: Record<string, number>;
+  /** Turns by the model the policy routed them to. */
+  turnsByModel: Record<string, number>;
   promptTokens: number;
   completionTokens: number;
   /** Turns whose handle() raised. */
   policyErrors: number;
+  /** Adviser notes written, and adviser calls made. */
+  adviserNotes: number;
+  adviserCalls: number;
 }
 
 /** Totals over a policy log, for an episode's evaluation.json. */
@@ -82,20 +102,27 @@ export function summarisePolicyLog(lines: readonly string[]): PolicyLogSummary {
   const s: PolicyLogSummary = {
     turns: 0,
     statuses: {},
-    callsByModel: {},
+    turnsByModel: {},
     promptTokens: 0,
     completionTokens: 0,
     policyErrors: 0,
+    adviserNotes: 0,
+    adviserCalls: 0,
   };
   for (const line of lines) {
     const e = parsePolicyLogLine(line);
+    if (e?.event === "policy_error") s.policyErrors++;
+    if (e?.event === "advisers") {
+      s.adviserNotes += e.n;
+      s.adviserCalls += e.status.length;
+    }
     if (e?.event !== "turn") continue;
     s.turns++;
-    s.statuses[e.status] = (s.statuses[e.status] ?? 0) + 1;
-    if (e.status === "policy_error") s.policyErrors++;
-    for (const c of e.calls ?? []) s.callsByModel[c.model] = (s.callsByModel[c.model] ?? 0) + 1;
-    s.promptTokens += e.prompt_tokens ?? 0;
-    s.completionTokens += e.completion_tokens ?? 0;
+    const outcome = e.rendered ? "rendered" : String(e.status ?? "unknown");
+    s.statuses[outcome] = (s.statuses[outcome] ?? 0) + 1;
+    if (typeof e.model === "string") s.turnsByModel[e.model] = (s.turnsByModel[e.model] ?? 0) + 1;
+    s.promptTokens += e.usage?.prompt_tokens ?? 0;
+    s.completionTokens += e.usage?.completion_tokens ?? 0;
   }
   return s;
 }

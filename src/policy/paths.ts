@@ -1,12 +1,11 @@
 /** Where the Python side lives, and what goes into the sidecar image's build context. */
-import { readdirSync } from "node:fs";
-import { join, relative, sep } from "node:path";
+import { join } from "node:path";
 import { REPO_ROOT } from "../repo.js";
 
-/** sidecar/: the trajrl_policy package and the launcher. */
+/** sidecar/: the SDK's sources (trajrl_policy/) and the single file built from them (sdk/). */
 export const SIDECAR_DIR = join(REPO_ROOT, "sidecar");
-/** The entry point every shape of policy starts from (the image's CMD). */
-export const LAUNCHER = join(SIDECAR_DIR, "launch.py");
+/** The entry point every shape of policy starts from: the SDK file, run as a script. */
+export const LAUNCHER = join(SIDECAR_DIR, "sdk", "trajrl_policy.py");
 export const SIDECAR_DOCKERFILE = "docker/images/sidecar/Dockerfile";
 
 export interface SidecarBuildContext {
@@ -18,25 +17,11 @@ export interface SidecarBuildContext {
   files: string[];
 }
 
-const SKIP = new Set(["__pycache__", "tests", ".mypy_cache", ".pytest_cache"]);
-
-function walk(dir: string, out: string[]): void {
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    if (SKIP.has(e.name) || e.name.endsWith(".pyc")) continue;
-    const abs = join(dir, e.name);
-    if (e.isDirectory()) walk(abs, out);
-    else if (e.isFile()) out.push(relative(REPO_ROOT, abs).split(sep).join("/"));
-  }
-}
-
 /**
- * The sidecar image's build context: its Dockerfile plus the runtime (sidecar/launch.py,
- * sidecar/trajrl_policy/**), nothing else, so the image's content hash changes only with them.
- * Tests and caches are left out.
+ * The sidecar image's build context: its Dockerfile plus the SDK file, nothing else, so the image's
+ * content hash changes only with them.
  */
 export function sidecarBuildContext(): SidecarBuildContext {
-  const files: string[] = [SIDECAR_DOCKERFILE, "sidecar/launch.py"];
-  walk(join(SIDECAR_DIR, "trajrl_policy"), files);
-  files.sort();
+  const files = [SIDECAR_DOCKERFILE, "sidecar/sdk/trajrl_policy.py"].sort();
   return { root: REPO_ROOT, dockerfile: SIDECAR_DOCKERFILE, files };
 }

@@ -1,12 +1,13 @@
 /**
  * Run the sidecar runtime as a host process (no Docker): `policy serve`, the sidecar tests, and
- * anything else that wants a miner's policy on a local port. The process is the same launcher the
- * image runs, so policy.py / policy.json / pin behave exactly as in an episode.
+ * anything else that wants a miner's policy on a local port. The process is the SDK file every
+ * sidecar runs (`python trajrl_policy.py`), so policy.py / policy.json / pin behave exactly as in an
+ * episode.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { statSync } from "node:fs";
 import { createServer } from "node:net";
-import { resolve } from "node:path";
+import { dirname, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { request } from "undici";
@@ -20,7 +21,7 @@ export interface PolicyServerOptions {
   policyDir: string;
   /** OpenAI-compatible base URL the policy calls (…/v1): the meter, the simulator, or Engy. */
   upstreamUrl: string;
-  /** Bearer token for the upstream (EPISODE_TOKEN); omitted → no Authorization header. */
+  /** Bearer token for the upstream (EPISODE_TOKEN); omitted → "Bearer " with nothing after it. */
   token?: string;
   /** Default: a free loopback port chosen here. */
   port?: number;
@@ -30,13 +31,12 @@ export interface PolicyServerOptions {
   defaultModel?: string;
   /** Interpreter override (TRAJRL_PYTHON); default: probe (see findPython). */
   python?: string;
-  upstreamTimeoutS?: number;
   /** How long to wait for GET /health (or /v1/models for raw policies); default 30 s. */
   healthTimeoutMs?: number;
   signal?: AbortSignal;
   /** Every stdout line of the policy (its log), as it arrives. */
   onStdoutLine?: (line: string) => void;
-  /** stderr as it arrives (tracebacks, the launcher's reasons). */
+  /** stderr as it arrives (tracebacks, the reasons a policy could not start). */
   onStderr?: (chunk: string) => void;
   /** stdout lines kept in memory for logLines(); default 5000 (oldest dropped). */
   keepLines?: number;
@@ -57,7 +57,9 @@ export interface PolicyServer {
   exited: Promise<PolicyExit>;
   /** stdout lines so far (the policy log), oldest first. */
   logLines(): string[];
-  /** The turn events among them, parsed. */
+  /** The policy log's events among them, parsed. */
+  events(): PolicyLogEvent[];
+  /** The turn events among them. */
   turns(): Extract<PolicyLogEvent, { event: "turn" }>[];
   /** The last 64 KiB of stderr. */
   stderr(): string;
@@ -146,18 +148,19 @@ export async function startPolicyServer(opts: PolicyServerOptions): Promise<Poli
     POLICY_PORT: String(port),
     POLICY_HOST: host,
     POLICY_DIR: policyDir,
+    // As upstream's sidecar has it: the SDK's folder, then the policy's.
+    PYTHONPATH: `${dirname(LAUNCHER)}:${policyDir}`,
     UPSTREAM_URL: opts.upstreamUrl,
     DEFAULT_MODEL: opts.defaultModel ?? "qwen3.8-27b",
   };
   if (opts.token) env.EPISODE_TOKEN = opts.token;
-  if (opts.upstreamTimeoutS) env.UPSTREAM_TIMEOUT_S = String(opts.upstreamTimeoutS);
 
   installExitHook();
   const child: ChildProcess = spawn(python, ["-B", LAUNCHER], {
     cwd: policyDir,
     env,
     stdio: ["ignore", "pipe", "pipe"],
-    detached: true, // its own process group: stop() reaches policy.py behind the launcher too
+    detached: true, // its own process group: stop() reaches whatever policy.py started too
   });
   const pid = child.pid;
   if (pid === undefined) throw new PolicyError("policy_spawn_failed", `cannot start ${python}`);
@@ -186,7 +189,7 @@ export async function startPolicyServer(opts: PolicyServerOptions): Promise<Poli
   const exited = new Promise<PolicyExit>((resolveExit) => {
     child.on("close", (code, signal) => {
       live.delete(pid);
-      killGroup(pid, "SIGKILL"); // anything the launcher left behind
+      killGroup(pid, "SIGKILL"); // anything the policy left behind
       if (partial) {
         lines.push(partial);
         opts.onStdoutLine?.(partial);
@@ -244,6 +247,7 @@ export async function startPolicyServer(opts: PolicyServerOptions): Promise<Poli
     pid,
     exited,
     logLines: () => [...lines],
+    events: () => lines.map(parsePolicyLogLine).filter((e): e is PolicyLogEvent => e !== undefined),
     turns: () =>
       lines
         .map(parsePolicyLogLine)

@@ -7,6 +7,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 TAG="${1:-trajrl-sidecar:dev}"
-tar --exclude='__pycache__' --exclude='*.pyc' -c \
-    docker/images/sidecar/Dockerfile sidecar/launch.py sidecar/trajrl_policy \
+tar -c docker/images/sidecar/Dockerfile sidecar/sdk/trajrl_policy.py \
   | docker build --pull=false -f docker/images/sidecar/Dockerfile -t "$TAG" -
