@@ -5,7 +5,8 @@
  *
  * Models: any name answers `reply from <model> #<n>`; "fail-<status>" answers that HTTP status
  * with an OpenAI error body; "slow" waits `slowMs` before answering (parallelism tests); "tools"
- * answers with a tool call; "cut" streams two chunks and drops the connection.
+ * answers with a tool call; "cut" streams two chunks and drops the connection; "busy-once-<tag>"
+ * answers 429 the first time it is asked, then normally; "long" ends with finish_reason "length".
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -72,6 +73,7 @@ export async function startFakeUpstream(opts: FakeUpstreamOptions = {}): Promise
   const requests: RecordedRequest[] = [];
   const streams: string[][] = [];
   let n = 0;
+  const busySeen = new Set<string>();
   const state = { remainingUsd: 0.25, slowInFlight: 0, maxSlowInFlight: 0 };
 
   const server = createServer((req, res) => {
@@ -111,6 +113,11 @@ export async function startFakeUpstream(opts: FakeUpstreamOptions = {}): Promise
         });
         return;
       }
+      if (model.startsWith("busy-once-") && !busySeen.has(model)) {
+        busySeen.add(model);
+        send(res, 429, { error: { message: "busy", type: "rate_limit", param: null, code: null } });
+        return;
+      }
       if (model === "slow") {
         state.slowInFlight++;
         state.maxSlowInFlight = Math.max(state.maxSlowInFlight, state.slowInFlight);
@@ -146,7 +153,7 @@ export async function startFakeUpstream(opts: FakeUpstreamOptions = {}): Promise
               {
                 index: 0,
                 message: { role: "assistant", content, ...(toolCalls ? { tool_calls: toolCalls } : {}) },
-                finish_reason: toolCalls ? "tool_calls" : "stop",
+                finish_reason: toolCalls ? "tool_calls" : model === "long" ? "length" : "stop",
               },
             ],
             usage,
@@ -180,7 +187,7 @@ export async function startFakeUpstream(opts: FakeUpstreamOptions = {}): Promise
             ]
           : []),
         ": keep-alive\n\n",
-        chunk({}, toolCalls ? "tool_calls" : "stop"),
+        chunk({}, toolCalls ? "tool_calls" : model === "long" ? "length" : "stop"),
       ];
       const so = body.stream_options as { include_usage?: boolean } | undefined;
       if (so?.include_usage)
