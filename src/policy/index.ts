@@ -34,8 +34,8 @@ export {
   sdkSingleFile,
 } from "./sdk.js";
 export {
-  bundleSdk,
   buildSdkSingleFile,
+  bundleSdk,
   readSdkSources,
   SDK_SECTIONS,
   SDK_SOURCE_DIR,

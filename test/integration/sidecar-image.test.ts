@@ -15,7 +15,12 @@ import type Docker from "dockerode";
 import tar from "tar-stream";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { sidecarBuildContext } from "../../src/policy/index.js";
+import {
+  SDK_PYTHONPATH,
+  SDK_SIDECAR_PATH,
+  sdkSingleFile,
+  sidecarBuildContext,
+} from "../../src/policy/index.js";
 import { requireDocker } from "../helpers/docker.js";
 import { type FakeUpstream, startFakeUpstream } from "../helpers/sidecar-upstream.js";
 
@@ -85,7 +90,10 @@ interface Started {
   ip: string;
 }
 
-async function runSidecar(files: Record<string, string>, opts: { start?: boolean } = {}): Promise<Started> {
+async function runSidecar(
+  files: Record<string, string>,
+  opts: { start?: boolean; cmd?: string[]; env?: string[] } = {},
+): Promise<Started> {
   const container = await docker.createContainer({
     Image: image,
     name: `sidecar-image-test-${randomBytes(4).toString("hex")}`,
@@ -96,7 +104,9 @@ async function runSidecar(files: Record<string, string>, opts: { start?: boolean
       `EPISODE_TOKEN=${TOKEN}`,
       "POLICY_DIR=/policy",
       "DEFAULT_MODEL=qwen3.8-27b",
+      ...(opts.env ?? []),
     ],
+    ...(opts.cmd ? { Cmd: opts.cmd } : {}),
     User: "10001:10001",
     HostConfig: {
       NetworkMode: netName,
@@ -198,7 +208,8 @@ describe("sidecar image", () => {
       });
       const text = await r.body.text();
       expect(r.statusCode).toBe(200);
-      expect(text).toContain(stream ? '"content":" glm-5.3-flash"' : '"content": "reply from glm-5.3-flash');
+      // The upstream's bytes, passed through (its JSON, not a re-serialisation).
+      expect(text).toContain(stream ? '"content":" glm-5.3-flash"' : '"content":"reply from glm-5.3-flash');
       if (stream) expect(text.endsWith("data: [DONE]\n\n")).toBe(true);
     }
     const sent = upstream.chatRequests().slice(before);
@@ -226,10 +237,10 @@ describe("sidecar image", () => {
     const events = stdout
       .split("\n")
       .filter((l) => l.startsWith("{"))
-      .map((l) => JSON.parse(l) as { event: string; status?: string; model?: string });
+      .map((l) => JSON.parse(l) as { event: string; status?: number; model?: string });
     expect(events.filter((e) => e.event === "turn").map((e) => [e.status, e.model])).toEqual([
-      ["ok", "glm-5.3-flash"],
-      ["ok", "glm-5.3-flash"],
+      [200, "glm-5.3-flash"],
+      [200, "glm-5.3-flash"],
     ]);
     expect(stdout).not.toContain(TOKEN);
   });
@@ -238,16 +249,45 @@ describe("sidecar image", () => {
     const s = await runSidecar({ "policy.json": JSON.stringify({ kind: "pin", model: "qwen3.8-27b" }) });
     await waitHealthy(s);
     const r = await request(`http://${s.ip}:8800/health`);
-    expect(await r.body.json()).toEqual({ status: "ok", policy: "pin" });
+    expect(await r.body.json()).toEqual({ ok: true, policy: "pin:qwen3.8-27b" });
+  });
+
+  it("runs the SDK file placed at /policy/sdk/ the way upstream's benchmark starts its own", async () => {
+    const sdk = sdkSingleFile();
+    const s = await runSidecar(
+      { [`sdk/${sdk.name}`]: sdk.content, "policy.py": PUBLIC_EXAMPLE },
+      {
+        cmd: ["python3", SDK_SIDECAR_PATH],
+        env: [`PYTHONPATH=${SDK_PYTHONPATH}`, "POLICY_LOG=/tmp/policy.log"],
+      },
+    );
+    await waitHealthy(s).catch(async (e: unknown) => {
+      throw new Error(`${String(e)}\n${(await logs(s.container)).stderr}`);
+    });
+    const r = await request(`http://${s.ip}:8800/v1/models`);
+    expect(((await r.body.json()) as { data: unknown[] }).data).toHaveLength(1);
+    const exec = await s.container.exec({
+      Cmd: ["sh", "-c", "cat /tmp/policy.log"],
+      AttachStdout: true,
+      AttachStderr: true,
+    });
+    const out = await new Promise<string>((resolve) => {
+      const chunks: Buffer[] = [];
+      void exec.start({}).then((st) => {
+        st.on("data", (c: Buffer) => chunks.push(c));
+        st.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+      });
+    });
+    expect(out).toContain('"event": "start"');
   });
 
   it("exits non-zero before health with the reason on stderr when policy.json is bad", async () => {
     const s = await runSidecar({ "policy.json": '{"kind": "route", "model": "x"}' });
     const done = (await s.container.wait()) as { StatusCode: number };
-    expect(done.StatusCode).toBe(2);
+    expect(done.StatusCode).toBe(1);
     const { stderr, stdout } = await logs(s.container);
-    expect(stderr).toContain('trajrl-sidecar: policy.json: unknown kind "route"');
-    expect(stdout).not.toContain('"listening"');
+    expect(stderr).toContain("trajrl_policy: policy.json: ValueError: unknown policy kind 'route'");
+    expect(stdout).not.toContain('"start"');
   });
 
   it("(engine fact) refuses an archive upload onto a read-only root outside a volume", async () => {

@@ -1,7 +1,8 @@
 /**
- * The example policies and the public SDK example, unchanged, on the host runtime → the real meter →
- * the Engy simulator. What each kind routes where is read from the meter's own accounting (by_model
- * per episode token) and from the policy log.
+ * Our example policies, the public SDK example, and upstream's four published examples (byte for byte,
+ * test/fixtures/upstream-policies), unchanged, on the SDK file → the real meter → the Engy simulator.
+ * What each routes where is read from the meter's own accounting (by_model per episode token) and
+ * from the policy log.
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -15,6 +16,8 @@ import { type PolicyServer, type PolicyTurn, startPolicyServer } from "../../src
 
 const example = (name: string) =>
   fileURLToPath(new URL(`../../examples/policies/${name}/policy`, import.meta.url));
+const upstreamExample = (name: string) =>
+  fileURLToPath(new URL(`../fixtures/upstream-policies/${name}`, import.meta.url));
 
 const TOOLS = [
   {
@@ -159,18 +162,24 @@ afterAll(async () => {
   await sim?.close();
 });
 
+/** The conversation after the task and `n` failed tool calls (three in a row make `toolerr`). */
+function failing(n: number): Msg[] {
+  const out = [SYSTEM, TASK];
+  for (let i = 0; i < n; i++) out.push(...toolTurn(`f${i}`, "./configure && make", FAIL));
+  return out;
+}
+
 describe("sidecar through the real meter to the simulator", () => {
-  it("runs the public SDK example unchanged: glm-5.3-flash, kimi-k3 after a tool error", async () => {
+  it("runs the public SDK example unchanged: glm-5.3-flash, kimi-k3 while the last three tool results are errors", async () => {
     const e = await episodeWith(example("public_sdk_example"));
     const first = await turn(e, [SYSTEM, TASK], true);
     expect(first.model).toBe("glm-5.3-flash");
-    expect((first.message.calls as { name: string }[]).map((c) => c.name).length).toBeGreaterThan(0);
-    const failed = [SYSTEM, TASK, ...toolTurn("c1", "./configure && make", FAIL)];
-    const second = await turn(e, failed, true);
-    expect(second.model).toBe("kimi-k3");
-    const recovered = [...failed, ...toolTurn("c2", "ls -la /app", OK("total 0"))];
+    expect((first.message.calls as { name: string }[]).length).toBeGreaterThan(0);
+    expect((await turn(e, failing(2), true)).model).toBe("glm-5.3-flash");
+    expect((await turn(e, failing(3), true)).model).toBe("kimi-k3");
+    const recovered = [...failing(3), ...toolTurn("c2", "ls -la /app", OK("total 0"))];
     expect((await turn(e, recovered, false)).model).toBe("glm-5.3-flash");
-    expect(byModel(e.token)).toEqual({ "glm-5.3-flash": 2, "kimi-k3": 1 });
+    expect(byModel(e.token)).toEqual({ "glm-5.3-flash": 3, "kimi-k3": 1 });
     const log = await lastTurn(e.server, 3);
     expect(log.remaining_usd).toBeGreaterThan(0);
     expect(log.remaining_usd).toBeLessThan(0.3);
@@ -185,24 +194,22 @@ describe("sidecar through the real meter to the simulator", () => {
     expect(b.message.tool_calls).toBeDefined();
     expect(byModel(e.token)).toEqual({ "glm-5.3-flash": 2 });
     const log = await lastTurn(e.server, 1);
-    expect(log.prompt_tokens).toBeGreaterThan(0);
-    expect(log.completion_tokens).toBeGreaterThan(0);
+    expect(log.usage?.prompt_tokens).toBeGreaterThan(0);
+    expect(log.usage?.completion_tokens).toBeGreaterThan(0);
   });
 
   it("escalate: cheap until a listed signal, then strong for the rest of the session; other sessions start cheap", async () => {
     const e = await episodeWith(example("escalate"));
-    const t1 = [SYSTEM, TASK];
-    const t2 = [...t1, ...toolTurn("c1", "ls -la /app", OK("total 8"))];
-    const t3 = [...t2, ...toolTurn("c2", "./configure && make", FAIL)];
-    const t4 = [...t3, ...toolTurn("c3", "cat README", OK("hello"))];
+    const t2 = [SYSTEM, TASK, ...toolTurn("c1", "ls -la /app", OK("total 8"))];
     const models = [];
-    for (const m of [t1, t2, t3, t4]) models.push((await turn(e, m, true)).model);
-    expect(models).toEqual(["glm-5.3-flash", "glm-5.3-flash", "kimi-k3", "kimi-k3"]);
-    const log3 = await lastTurn(e.server, 3);
-    expect(log3.policy).toMatchObject({ escalated: { turn: 3, signals: ["toolerr"] } });
+    for (const m of [[SYSTEM, TASK], t2, failing(2), failing(3)]) models.push((await turn(e, m, true)).model);
+    expect(models).toEqual(["glm-5.3-flash", "glm-5.3-flash", "glm-5.3-flash", "kimi-k3"]);
+    // Same session (same first five messages), the errors behind it: still strong.
+    const later = [...failing(3), ...toolTurn("c3", "cat README", OK("hello"))];
+    expect((await turn(e, later, false)).model).toBe("kimi-k3");
     const other = [SYSTEM, { role: "user", content: "A different task entirely." }];
     expect((await turn(e, other, false)).model).toBe("glm-5.3-flash");
-    expect(byModel(e.token)).toEqual({ "glm-5.3-flash": 3, "kimi-k3": 2 });
+    expect(byModel(e.token)).toEqual({ "glm-5.3-flash": 4, "kimi-k3": 2 });
   });
 
   it("advisers: the writer alone until tool results exist, then three notes in parallel before the writer", async () => {
@@ -221,12 +228,8 @@ describe("sidecar through the real meter to the simulator", () => {
       "qwen3.8-27b": 1,
       "glm-5.3-flash": 1,
     });
-    const log = await lastTurn(e.server, 2);
-    // Notes are logged as they complete (in parallel); the writer comes last.
-    expect(log.models?.slice(0, 3).sort()).toEqual(["deepseek-v4.1-flash", "glm-5.3-flash", "qwen3.8-27b"]);
-    expect(log.models?.[3]).toBe("kimi-k3");
-    expect(log.calls?.map((c) => c.kind)).toEqual(["call", "call", "call", "upstream"]);
-    expect(log.policy).toMatchObject({ advisers: 3 });
+    const notes = e.server.events().find((x) => x.event === "advisers");
+    expect(notes).toMatchObject({ n: 3, status: [200, 200, 200] });
   });
 
   it("sdk_custom: cheap while orienting, then one adviser note and kimi-k3 for the work", async () => {
@@ -240,8 +243,9 @@ describe("sidecar through the real meter to the simulator", () => {
     expect((await turn(e, t2, true)).model).toBe("kimi-k3");
     const t3 = [...t2, ...toolTurn("c2", "ls /app", OK("out.txt"))];
     expect((await turn(e, t3, false)).model).toBe("kimi-k3");
-    // The adviser is asked on the first working turn only (no trouble since).
-    expect(byModel(e.token)).toEqual({ "glm-5.3-flash": 2, "kimi-k3": 2 });
+    // The adviser is asked on the first working turn only (no trouble since); t3 is a new session
+    // (five messages) but the note is kept per session: asked again there.
+    expect(byModel(e.token)).toEqual({ "glm-5.3-flash": 3, "kimi-k3": 2 });
   });
 
   it("passes the meter's refusals through: 402 at the cap, 400 off the allowlist", async () => {
@@ -249,7 +253,7 @@ describe("sidecar through the real meter to the simulator", () => {
     await expect(turn(broke, [SYSTEM, TASK], true)).rejects.toMatchObject({ status: 402 });
     await expect(turn(broke, [SYSTEM, TASK], false)).rejects.toMatchObject({ status: 402 });
     const log = await lastTurn(broke.server, 2);
-    expect(log).toMatchObject({ status: "upstream_error", http_status: 402 });
+    expect(log).toMatchObject({ status: 402, model: "glm-5.3-flash" });
     expect(meter.summary(broke.token).refused_cap).toBe(2);
 
     const dir = await mkdtemp(join(tmpdir(), "trajrl-policy-"));
@@ -262,5 +266,49 @@ describe("sidecar through the real meter to the simulator", () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("upstream's published example policies, unchanged, on our SDK", () => {
+  it("pin", async () => {
+    const e = await episodeWith(upstreamExample("pin"));
+    expect((await turn(e, [SYSTEM, TASK], true)).model).toBe("glm-5.3-flash");
+    expect((await turn(e, failing(3), false)).model).toBe("glm-5.3-flash");
+    expect(byModel(e.token)).toEqual({ "glm-5.3-flash": 2 });
+  });
+
+  it("escalate: glm-5.3-flash, kimi-k3 for good once three tool results in a row failed", async () => {
+    const e = await episodeWith(upstreamExample("escalate"));
+    const models = [];
+    for (const n of [0, 1, 2, 3]) models.push((await turn(e, failing(n), n % 2 === 0)).model);
+    expect(models).toEqual(["glm-5.3-flash", "glm-5.3-flash", "glm-5.3-flash", "kimi-k3"]);
+    expect((await turn(e, [...failing(3), ...toolTurn("ok", "ls", OK("a"))], true)).model).toBe("kimi-k3");
+  });
+
+  it("advisers: kimi-k3 writes; three notes once tool results exist", async () => {
+    const e = await episodeWith(upstreamExample("advisers"));
+    expect((await turn(e, [SYSTEM, TASK], true)).model).toBe("kimi-k3");
+    expect((await turn(e, failing(1), false)).model).toBe("kimi-k3");
+    expect(byModel(e.token)).toEqual({
+      "kimi-k3": 2,
+      "deepseek-v4.1-flash": 1,
+      "qwen3.8-27b": 1,
+      "glm-5.3-flash": 1,
+    });
+    const sent = e.server.events().find((x) => x.event === "advisers");
+    expect(sent).toMatchObject({ n: 3 });
+  });
+
+  it("sdk_custom: cheap, then kimi-k3 with a deepseek note on every turn once a signal fired", async () => {
+    const e = await episodeWith(upstreamExample("sdk_custom"));
+    expect((await e.client.models.list()).data[0]).toMatchObject({
+      id: "auto",
+      policy: "example:cheap-then-strong+adviser",
+    });
+    expect((await turn(e, [SYSTEM, TASK], true)).model).toBe("glm-5.3-flash");
+    expect((await turn(e, failing(2), true)).model).toBe("glm-5.3-flash");
+    expect((await turn(e, failing(3), true)).model).toBe("kimi-k3");
+    expect((await turn(e, [...failing(3), ...toolTurn("ok", "ls", OK("a"))], false)).model).toBe("kimi-k3");
+    expect(byModel(e.token)).toEqual({ "glm-5.3-flash": 2, "kimi-k3": 2, "deepseek-v4.1-flash": 2 });
   });
 });

@@ -20,7 +20,7 @@ import {
   SDK_FILE,
   startPolicyServer,
 } from "../../src/policy/index.js";
-import { type FakeUpstream, splitEvents, startFakeUpstream } from "../helpers/sidecar-upstream.js";
+import { type FakeUpstream, startFakeUpstream } from "../helpers/sidecar-upstream.js";
 
 const TOKEN = "ep-test-token-0123456789";
 let upstream: FakeUpstream;

@@ -5,8 +5,8 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
-  bundleSdk,
   buildSdkSingleFile,
+  bundleSdk,
   readSdkSources,
   SDK_FILE,
   SDK_PYTHONPATH,
