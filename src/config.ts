@@ -48,7 +48,7 @@ export const ENV_SCHEMA = {
   WALLET_PATH: z.string().default("~/.bittensor/wallets"),
   WEIGHTS_INTERVAL_S: int(1).default(60),
   WEIGHTS_VERSION_KEY: optional(int(0)),
-  STAKE_WEIGHTED_CONSENSUS: bool.default(true),
+  STAKE_WEIGHTED_CONSENSUS: bool.default(false),
   // Platform
   TRAJECTORYRL_API_BASE_URL: url.default("https://trajrl.com"),
   EVAL_POLL_INTERVAL_S: num(0.1, 3600).default(10),

@@ -56,6 +56,7 @@ export type {
   PreflightProblemCode,
   SetWeightsOptions,
   SetWeightsResult,
+  StoredWeights,
   SubnetSnapshot,
   WeightsMode,
   WeightsOutcome,

@@ -9,6 +9,7 @@ import { ApiPromise, WsProvider } from "@polkadot/api";
 import type { QueryableModuleStorage, SubmittableExtrinsic } from "@polkadot/api/types";
 import type { Codec } from "@polkadot/types/types";
 import { u8aToHex } from "@polkadot/util";
+import { z } from "zod";
 import { InfraError, InputError, isAbortError, ValidatorError } from "../errors.js";
 import { type Logger, safeUrl, silentLogger } from "../log.js";
 import { parsePoolRejection, weightsErrorKind } from "./errors.js";
@@ -25,6 +26,7 @@ import type {
   Preflight,
   SetWeightsOptions,
   SetWeightsResult,
+  StoredWeights,
   SubnetSnapshot,
   WeightsMode,
 } from "./types.js";
@@ -84,6 +86,9 @@ const toNum = (c: Codec): number => {
 const toBig = (c: Codec): bigint => BigInt(c.toString());
 const toBool = (c: Codec): boolean => c.toPrimitive() === true;
 const toList = <T>(c: Codec): T[] => c.toPrimitive() as T[];
+const u16 = z.number().int().min(0).max(U16_MAX);
+/** `SubtensorModule.Weights` as polkadot-js renders Vec<(u16, u16)>. */
+const storedWeightsSchema = z.array(z.tuple([u16, u16]));
 /** Pool answers to a resend that mean the first send is pooled or already included. */
 const BENIGN_ON_RESEND = new Set(["AlreadyImported", "PriorityTooLow", "Stale", "TemporarilyBanned"]);
 
@@ -395,6 +400,37 @@ export class PolkadotChainClient implements ChainClient {
       throw err;
     });
     return this.withDeadline(decoded, this.opts.requestTimeoutMs, opts.signal, "chain_snapshot_timeout");
+  }
+
+  async weightsRow(
+    netuid: number,
+    uid: number,
+    opts: { at?: string; signal?: AbortSignal } = {},
+  ): Promise<StoredWeights> {
+    const api = this.requireApi();
+    const read = async (): Promise<StoredWeights> => {
+      const at = opts.at ? await api.at(opts.at) : await api.at((await api.rpc.chain.getHeader()).hash);
+      const q = at.query.subtensorModule!;
+      if (typeof q.weights !== "function")
+        throw new InfraError("chain_runtime_incompatible", "the runtime stores no SubtensorModule.Weights", {
+          retryable: false,
+        });
+      const parsed = storedWeightsSchema.safeParse((await q.weights(netuid, uid)).toPrimitive());
+      if (!parsed.success)
+        throw new InfraError(
+          "chain_data_malformed",
+          `subnet ${netuid} uid ${uid}: Weights is not a list of (u16, u16)`,
+        );
+      return parsed.data;
+    };
+    const decoded = read().catch((err: unknown) => {
+      if (!(err instanceof ValidatorError) && /decode|createType|Unable to/i.test(String(err)))
+        throw new InfraError("chain_data_malformed", `subnet ${netuid} uid ${uid}: Weights does not decode`, {
+          cause: err,
+        });
+      throw err;
+    });
+    return this.withDeadline(decoded, this.opts.requestTimeoutMs, opts.signal, "chain_request_timeout");
   }
 
   async preflight(netuid: number, uids: number[], weights: number[], versionKey: number): Promise<Preflight> {

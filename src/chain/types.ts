@@ -75,6 +75,9 @@ export interface Preflight {
   problems: PreflightProblem[];
 }
 
+/** A neuron's weights as the chain stores them: (destination uid, u16 value). */
+export type StoredWeights = Array<[number, number]>;
+
 export type WeightsMode = "set_weights" | "commit_timelocked_weights" | "commit_crv3_weights";
 
 /**
@@ -117,6 +120,15 @@ export interface ChainClient {
   readonly hotkeySs58: string | undefined;
   headBlock(): Promise<{ number: number; hash: string }>;
   snapshot(netuid: number, opts?: { at?: string; signal?: AbortSignal }): Promise<SubnetSnapshot>;
+  /**
+   * A neuron's stored weights (`SubtensorModule.Weights[netuid][uid]`): (destination uid, u16 value)
+   * pairs, empty when it set none. At the block `at` (a hash), else at the head.
+   */
+  weightsRow(
+    netuid: number,
+    uid: number,
+    opts?: { at?: string; signal?: AbortSignal },
+  ): Promise<StoredWeights>;
   /** Fresh snapshot + the pure checks; nothing is signed. */
   preflight(netuid: number, uids: number[], weights: number[], versionKey: number): Promise<Preflight>;
   /** u16 weights (see convertWeightsForEmit). Resolves on inclusion, rejection or the deadline. */

@@ -1,12 +1,20 @@
 /**
- * Aggregation of validator votes on one pack (DESIGN.md "Verdict and consensus").
+ * Aggregation of validator votes on one pack, as the platform finalizes an epoch and as upstream's
+ * winner_state.py `aggregate_challenger_score` re-derives it (DESIGN.md "Verdict and consensus").
  * Pure: no I/O, no clock. Inputs are validated by the caller at the boundary.
+ *
+ * Upstream's rule: a vote counts when it is not rejected and its frozen stake is positive (stake
+ * only decides eligibility); qualified = strictly more than half of the counted votes said so, by
+ * head count; score = the mean of the qualified votes' scores — plain before spec 16, Winsorized
+ * from spec 16 (the caller says which). A qualified vote without a usable score still counts in
+ * the head count but adds nothing to the mean. Stake weighting of the mean is an opt-in of ours.
  */
 
 export interface Vote {
   validator_hotkey: string;
   /** The validator's stake, frozen when the vote was cast (any unit; only ratios matter). */
   stake: number;
+  /** NaN (or any non-finite value) when the vote carries no usable score. */
   score: number;
   qualified: boolean;
   /** A vote the platform or a filter rejected: it neither counts nor weighs. */
@@ -14,14 +22,19 @@ export interface Vote {
 }
 
 export interface AggregateOptions {
-  /** Default true. False reproduces the platform's equal weighting. */
+  /** Default false: every vote weighs the same, as the platform and upstream aggregate. */
   stakeWeighted?: boolean;
+  /**
+   * Default true: the Winsorized mean from 4 scores on (spec ≥ 16). False: the plain mean, as the
+   * platform aggregated epochs before spec 16.
+   */
+  winsorize?: boolean;
 }
 
 export interface Aggregate {
   /** Head-count majority (> 50 %) of the counted votes said qualified. */
   qualified: boolean;
-  /** Mean over the qualified votes (Winsorized when there are ≥ 4); null when none qualified. */
+  /** Mean over the qualified votes' scores; null when no qualified vote carries a score. */
   score: number | null;
   /** Votes that counted (not rejected, positive finite stake). */
   counted: number;
@@ -33,11 +46,11 @@ export interface Aggregate {
   stakeWeighted: boolean;
 }
 
-/** Winsorization kicks in at this many qualified votes. */
+/** Winsorization kicks in at this many qualified scores. */
 export const WINSORIZE_MIN_VOTES = 4;
 
 function counts(v: Vote): boolean {
-  return v.rejected !== true && Number.isFinite(v.stake) && v.stake > 0 && Number.isFinite(v.score);
+  return v.rejected !== true && Number.isFinite(v.stake) && v.stake > 0;
 }
 
 /**
@@ -56,7 +69,7 @@ export function winsorize(values: readonly number[]): number[] {
 }
 
 export function aggregate(votes: readonly Vote[], opts: AggregateOptions = {}): Aggregate {
-  const stakeWeighted = opts.stakeWeighted ?? true;
+  const stakeWeighted = opts.stakeWeighted ?? false;
   const counted = votes.filter(counts);
   const yes = counted.filter((v) => v.qualified);
   // Strictly more than half of the heads; stake plays no part in the qualified flag.
@@ -68,13 +81,15 @@ export function aggregate(votes: readonly Vote[], opts: AggregateOptions = {}): 
     dropped: votes.length - counted.length,
     stakeWeighted,
   };
-  if (yes.length === 0) return { ...base, score: null, winsorized: false };
-  const winsorized = yes.length >= WINSORIZE_MIN_VOTES;
-  const values = winsorize(yes.map((v) => v.score));
+  const scored = yes.filter((v) => Number.isFinite(v.score));
+  if (scored.length === 0) return { ...base, score: null, winsorized: false };
+  const winsorized = (opts.winsorize ?? true) && scored.length >= WINSORIZE_MIN_VOTES;
+  const raw = scored.map((v) => v.score);
+  const values = winsorized ? winsorize(raw) : raw;
   let num = 0;
   let den = 0;
-  for (let i = 0; i < yes.length; i++) {
-    const w = stakeWeighted ? yes[i]!.stake : 1;
+  for (let i = 0; i < scored.length; i++) {
+    const w = stakeWeighted ? scored[i]!.stake : 1;
     num += w * values[i]!;
     den += w;
   }

@@ -1,4 +1,4 @@
-/** Pure consensus core: aggregation of votes, the takeover margin, the weights vector. No I/O. */
+/** Pure consensus core: aggregation of votes, the takeover bar, the weights vector. No I/O. */
 export {
   type Aggregate,
   type AggregateOptions,
@@ -8,16 +8,30 @@ export {
   winsorize,
 } from "./aggregate.js";
 export {
+  SEAT_DECAY_END_EPOCHS,
+  SEAT_GRACE_EPOCHS,
+  type SeatDecision,
+  type SeatDecisionInput,
+  seatAge,
+  seatDecayFactor,
+  seatDecision,
+  seatedEpochAfter,
   TAKEOVER_BASE_DELTA,
   TAKEOVER_TAPER_FROM,
   TAKEOVER_TAPER_SPEC,
   type Takeover,
+  TERMINAL_HANDICAP,
   takeover,
   takeoverDelta,
   takeoverThreshold,
 } from "./takeover.js";
 export {
   DEFAULT_MAX_WINNER_CACHE_AGE_MS,
+  float32PairwiseSum,
+  isSeated,
+  needsOwnerRow,
+  ownerRowWeights,
+  type WeightEntry,
   type WeightsInput,
   type WeightsReason,
   type WeightsVector,

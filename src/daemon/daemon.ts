@@ -38,13 +38,14 @@ import {
 } from "../store/index.js";
 import { VERSION } from "../version.js";
 import { evalIdOf } from "./decide.js";
-import { ALARM, EpochEvaluator, type FinishedEvaluation, WinnerRefresher } from "./eval-loop.js";
+import { ALARM, EpochEvaluator, type FinishedEvaluation } from "./eval-loop.js";
 import { type ArchiveEntry, collectFiles, type LogTap } from "./log-archive.js";
 import { LogUploader } from "./log-uploads.js";
 import { Loop } from "./loop.js";
 import { type EvaluationEnvironment, loadPipeline, type Pipeline } from "./pipeline.js";
 import { WeightSetter } from "./weights-loop.js";
 import { DEFAULT_WEIGHTS_BACKOFF, type WeightsBackoff } from "./weights-plan.js";
+import { WinnerRefresher } from "./winner-loop.js";
 
 export interface DaemonTiming {
   /** How often the outbox looks for due verdicts (a fresh verdict wakes it at once). */
@@ -76,6 +77,9 @@ export const DEFAULT_TIMING: DaemonTiming = {
   outboxGraceMs: 35_000,
   firstWinnerWaitMs: 20_000,
 };
+
+/** validator.py OWNER_UID: the uid upstream burns to on finney's subnet 11 (we burn to the owner hotkey's uid). */
+export const UPSTREAM_OWNER_UID = { network: "finney", netuid: 11, uid: 74 } as const;
 
 /** Resolve when `p` settles, `ms` pass, or `signal` aborts, whichever comes first. */
 async function waitFor(p: Promise<unknown>, ms: number, signal: AbortSignal): Promise<void> {
@@ -255,7 +259,9 @@ export class Daemon {
         log: this.opts.log,
         now: this.now,
         stakeWeighted: c.chain.stakeWeighted,
+        maxScoreOf: (spec) => this.maxScoreOf(spec),
       });
+      const up = UPSTREAM_OWNER_UID;
       const weights = new WeightSetter({
         chain: this.chain,
         netuid: c.chain.netuid,
@@ -268,6 +274,9 @@ export class Daemon {
         now: this.now,
         winnerCacheTtlMs: c.platform.winnerCacheTtlMs,
         ...(c.chain.weightsVersionKey !== undefined ? { versionKeyOverride: c.chain.weightsVersionKey } : {}),
+        ...(c.chain.network === up.network && c.chain.netuid === up.netuid
+          ? { upstreamOwnerUid: up.uid }
+          : {}),
         backoff: { intervalMs: c.chain.weightsIntervalMs, ...this.timing.weightsBackoff },
         setWeightsTimeoutMs: this.timing.setWeightsTimeoutMs,
       });
@@ -452,6 +461,13 @@ export class Daemon {
     marks.set(MARK.heartbeatFailed, this.now(), r.code);
     if (r.code === "aborted") return undefined;
     throw new InfraError(r.code, `heartbeat not accepted: ${r.message}`, { retryable: r.retryable });
+  }
+
+  /** A spec's maximum score (Σ of per-scenario scores in [0, 1]: its scenario count), for the seat check. */
+  private async maxScoreOf(spec: number): Promise<number | undefined> {
+    const { loadCatalogue } = await import("../scenarios/index.js");
+    const catalogue = await loadCatalogue(this.config.evaluation.scenariosDir);
+    return catalogue.specs.specs.get(spec)?.length;
   }
 
   /** The spec a verdict made without the pipeline reports: the epoch's if this build knows it, else the default. */

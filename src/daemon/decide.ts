@@ -1,9 +1,8 @@
 /**
  * The eval side's pure decisions: which epoch to evaluate (and whether to resume one past its
- * start gate), the consensus cross-check over the server's votes, scenario progress events, the
- * verdict for a pack that could not be fetched, and the log upload's eval id. No I/O, no clock.
+ * start gate), scenario progress events, the verdict for a pack that could not be fetched, and
+ * the log upload's eval id. No I/O, no clock. The winner cross-checks are in winner-check.ts.
  */
-import { aggregate, type Vote as ConsensusVote } from "../consensus/index.js";
 import type { EpisodePhase, EvaluationEvent } from "../evaluation/types.js";
 import {
   assessEpoch,
@@ -11,7 +10,6 @@ import {
   type ScenarioProgressEvent,
   type ScenarioState,
   type ScoreVerdict,
-  type WinnerCurrent,
 } from "../platform/index.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -101,57 +99,6 @@ function evaluatePlan(
 export function discardRetryDelayMs(discards: number): number {
   const n = Math.max(1, Math.floor(discards));
   return Math.min(10 * 60_000, 60_000 * 2 ** Math.min(n - 1, 10));
-}
-
-// ---------------------------------------------------------------------------------------------
-// Consensus cross-check (advisory: the server's winner is adopted regardless)
-// ---------------------------------------------------------------------------------------------
-
-/** winner_state.py `_DIVERGENCE_TOLERANCE`. */
-export const DIVERGENCE_TOLERANCE = 0.01;
-/** From this spec the server's consensus is the Winsorized mean (winner_state.py `_NOISE_AWARE_SEATING_MIN_SPEC`). */
-export const NOISE_AWARE_SEATING_MIN_SPEC = 16;
-
-export type CrossCheck =
-  | { kind: "agree"; epochId: number; local: number; server: number }
-  | { kind: "diverge"; epochId: number; local: number; server: number; delta: number }
-  | {
-      kind: "not_applicable";
-      reason: "no_seat" | "winner_held" | "no_votes" | "no_server_score" | "pre_noise_aware_spec";
-    };
-
-/**
- * Re-derive the finalized epoch's consensus score from `submissions[]` and compare it with the
- * seated winner's score, as winner_state.py `derive_winner_state` does: only when that epoch
- * replaced the winner (otherwise the seat's score comes from an older epoch). src/consensus
- * Winsorizes from 4 qualified votes, which the server does only from spec 16: an older epoch
- * with ≥ 4 qualified votes cannot be compared and is reported as not applicable.
- */
-export function crossCheckWinner(wc: WinnerCurrent, opts: { stakeWeighted: boolean }): CrossCheck {
-  const fin = wc.finalized_epoch;
-  if (!wc.winner || !fin) return { kind: "not_applicable", reason: "no_seat" };
-  if (!fin.winner_replaced) return { kind: "not_applicable", reason: "winner_held" };
-  if (wc.winner.score === null) return { kind: "not_applicable", reason: "no_server_score" };
-  const votes: ConsensusVote[] = wc.submissions.map((s) => ({
-    validator_hotkey: s.validator_hotkey,
-    stake: s.validator_stake ?? 0,
-    qualified: s.challenger_qualified === true,
-    // A vote that did not qualify weighs in the head count only; its score plays no part.
-    score: s.challenger_score ?? (s.challenger_qualified ? Number.NaN : 0),
-    rejected: s.challenger_rejected === true,
-  }));
-  const agg = aggregate(votes, { stakeWeighted: opts.stakeWeighted });
-  if (agg.counted === 0) return { kind: "not_applicable", reason: "no_votes" };
-  const winsorizedOnServer = fin.spec_number !== null && fin.spec_number >= NOISE_AWARE_SEATING_MIN_SPEC;
-  if (agg.winsorized && !winsorizedOnServer)
-    return { kind: "not_applicable", reason: "pre_noise_aware_spec" };
-  const local = agg.score ?? 0;
-  const server = wc.winner.score;
-  const delta = Math.abs(local - server);
-  const epochId = fin.challenge_epoch_id;
-  return delta > DIVERGENCE_TOLERANCE
-    ? { kind: "diverge", epochId, local, server, delta }
-    : { kind: "agree", epochId, local, server };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 /**
- * The eval loop's work: poll the challenge epoch, decide, fetch the pack, evaluate it, queue the
- * verdict; and the winner refresh that keeps the weight loop's cache (with the consensus
- * cross-check). The decisions are in decide.ts; this is the shell around them.
+ * The eval loop's work (EVAL_ENABLED only): poll the challenge epoch, decide, fetch the pack,
+ * evaluate it, queue the verdict. The decisions are in decide.ts; this is the shell around them.
+ * The winner is refreshed by its own loop (winner-loop.ts), never by an eval tick.
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Config } from "../config.js";
@@ -24,11 +24,9 @@ import {
   type PlatformMarksRepo,
   type ScoredEpochRepo,
   type VerdictOutboxRepo,
-  type WinnerCacheRepo,
 } from "../store/index.js";
 import { HARNESS_NAME, VERSION } from "../version.js";
 import {
-  crossCheckWinner,
   discardRetryDelayMs,
   type EpochPlan,
   ProgressTracker,
@@ -356,51 +354,5 @@ export class EpochEvaluator {
         "eval.epoch_moved_on",
       );
     return still;
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Winner refresh
-// ---------------------------------------------------------------------------------------------
-
-export interface WinnerRefresherDeps {
-  platform: Pick<PlatformClient, "getWinnerCurrent">;
-  cache: WinnerCacheRepo;
-  live: LiveStatus;
-  log: Logger;
-  now: () => number;
-  stakeWeighted: boolean;
-}
-
-/** GET /winner/current → the winner cache (the server's seat is adopted), plus the cross-check alarm. */
-export class WinnerRefresher {
-  private readonly log: Logger;
-  private reportedDivergence: number | undefined;
-  constructor(private readonly d: WinnerRefresherDeps) {
-    this.log = d.log.child({ component: "winner" });
-  }
-
-  async tick(signal: AbortSignal): Promise<undefined> {
-    const d = this.d;
-    const wc = await d.platform.getWinnerCurrent({ signal });
-    d.cache.put(wc, d.now());
-    d.live.clear(ALARM.platformUnreachable);
-    const check = crossCheckWinner(wc, { stakeWeighted: d.stakeWeighted });
-    if (check.kind === "diverge") {
-      const msg = `epoch ${check.epochId}: local consensus ${check.local.toFixed(4)} vs the server's winner score ${check.server.toFixed(4)} (Δ ${check.delta.toFixed(4)} > 0.01)`;
-      if (this.reportedDivergence !== check.epochId)
-        this.log.warn(
-          { epoch: check.epochId, local: check.local, server: check.server },
-          "winner.consensus_divergence",
-        );
-      this.reportedDivergence = check.epochId;
-      d.live.raise(ALARM.consensusDivergence, msg, "warn");
-    } else if (check.kind === "agree") {
-      if (this.reportedDivergence !== undefined)
-        this.log.info({ epoch: check.epochId }, "winner.consensus_agrees_again");
-      this.reportedDivergence = undefined;
-      d.live.clear(ALARM.consensusDivergence);
-    }
-    return undefined;
   }
 }

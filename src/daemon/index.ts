@@ -4,14 +4,10 @@
  */
 export { Daemon, type DaemonOptions, type DaemonTiming, DEFAULT_TIMING } from "./daemon.js";
 export {
-  type CrossCheck,
-  crossCheckWinner,
-  DIVERGENCE_TOLERANCE,
   discardRetryDelayMs,
   type EpochFacts,
   type EpochPlan,
   evalIdOf,
-  NOISE_AWARE_SEATING_MIN_SPEC,
   type ProgressContext,
   ProgressTracker,
   packFetchRejection,
@@ -48,3 +44,15 @@ export {
   type WeightsTickOutcome,
   type WinnerView,
 } from "./weights-plan.js";
+export {
+  type CrossCheck,
+  crossCheckSeat,
+  crossCheckWinner,
+  DIVERGENCE_TOLERANCE,
+  epochConsensus,
+  NOISE_AWARE_SEATING_MIN_SPEC,
+  type SeatCheck,
+  type SeatClock,
+  seatClockOf,
+} from "./winner-check.js";
+export { WinnerRefresher, type WinnerRefresherDeps } from "./winner-loop.js";

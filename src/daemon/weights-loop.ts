@@ -4,7 +4,8 @@
  * set_weights. Every attempt is recorded before it is sent and completed with what the chain said
  * (WeightsRepo), and reported to LiveStatus. The tick returns when to look again.
  */
-import type { ChainClient, SetWeightsResult } from "../chain/index.js";
+import type { ChainClient, SetWeightsResult, StoredWeights } from "../chain/index.js";
+import { needsOwnerRow } from "../consensus/index.js";
 import { InputError, toValidatorError, ValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { LiveStatus } from "../status/index.js";
@@ -15,6 +16,7 @@ import {
   planWeights,
   type WeightsBackoff,
   type WeightsTickOutcome,
+  type WinnerView,
 } from "./weights-plan.js";
 
 export interface WeightSetterDeps {
@@ -30,6 +32,11 @@ export interface WeightSetterDeps {
   now: () => number;
   winnerCacheTtlMs: number;
   versionKeyOverride?: number;
+  /**
+   * The burn uid upstream hard-codes for this network and subnet (validator.py OWNER_UID = 74 on
+   * finney 11). When the chain's owner hotkey holds another uid, say so (we follow the chain).
+   */
+  upstreamOwnerUid?: number;
   backoff: WeightsBackoff;
   setWeightsTimeoutMs: number;
 }
@@ -39,6 +46,9 @@ export class WeightSetter {
   /** Consecutive failures of the same kind, for the back-off. */
   private streak: { kind: string; n: number } = { kind: "", n: 0 };
   private connected = false;
+  /** What was last said about uids that differ (logged once per change, not every minute). */
+  private saidWinnerUid = "";
+  private saidOwnerUid = "";
 
   constructor(private readonly d: WeightSetterDeps) {
     this.log = d.log.child({ component: "weights", netuid: d.netuid });
@@ -79,19 +89,24 @@ export class WeightSetter {
     await this.ensureConnected(signal);
     const snap = await d.chain.snapshot(d.netuid, { signal });
     const cached = d.winnerCache.read(d.now(), d.winnerCacheTtlMs);
+    const seat = cached?.winner.winner ?? null;
+    const ownerRow =
+      needsOwnerRow(seat && { hotkey: seat.hotkey, uid: seat.uid }) && snap.ownerUid !== undefined
+        ? await this.ownerRow(snap.ownerUid, snap.blockHash, signal)
+        : undefined;
     const plan = planWeights({
       snapshot: snap,
       hotkey: d.hotkey,
       cached,
+      ownerRow,
       ...(d.versionKeyOverride !== undefined ? { versionKeyOverride: d.versionKeyOverride } : {}),
       maxCacheAgeMs: d.winnerCacheTtlMs,
     });
+    this.noteUids(snap.ownerUid, plan.kind === "set" ? plan.winner : null);
     if (plan.reason === "stale_winner_cache")
       d.live.raise(
         ALARM.winnerCacheStale,
-        cached
-          ? `the winner cache is ${Math.round(cached.ageMs / 60_000)} min old (limit ${Math.round(d.winnerCacheTtlMs / 60_000)} min): burning to the owner`
-          : "no winner was ever fetched from the platform: burning to the owner",
+        `the winner cache is ${Math.round((cached?.ageMs ?? 0) / 60_000)} min old (limit ${Math.round(d.winnerCacheTtlMs / 60_000)} min): burning to the owner`,
         "warn",
       );
     else if (plan.reason !== null) d.live.clear(ALARM.winnerCacheStale);
@@ -218,6 +233,44 @@ export class WeightSetter {
       return this.delay({ kind: "failed", errorKind: "rate_limited" });
     }
     return this.failed(kind, `${res.outcome} ${res.errorName ?? ""} ${res.message ?? ""}`.trim());
+  }
+
+  /**
+   * The owner's stored weights at the snapshot's block. Unreadable (the node failed, the runtime
+   * has no such storage) is not an error of the tick: upstream then burns, and so do we.
+   */
+  private async ownerRow(
+    ownerUid: number,
+    at: string,
+    signal: AbortSignal,
+  ): Promise<StoredWeights | undefined> {
+    try {
+      const row = await this.d.chain.weightsRow(this.d.netuid, ownerUid, { at, signal });
+      this.log.debug({ ownerUid, entries: row.length }, "weights.owner_row");
+      return row;
+    } catch (err) {
+      if (signal.aborted) throw err;
+      const e = toValidatorError(err);
+      this.log.warn({ ownerUid, code: e.code, err: e.message }, "weights.owner_row_unreadable");
+      return undefined;
+    }
+  }
+
+  /** Log (once per change) a winner uid the chain disagrees with, and an owner uid upstream would not burn to. */
+  private noteUids(ownerUid: number | undefined, winner: WinnerView | null): void {
+    const w = winner && winner.uid !== null && winner.chainUid !== winner.uid ? winner : null;
+    const wKey = w ? `${w.hotkey}:${w.uid}:${w.chainUid}` : "";
+    if (w && wKey !== this.saidWinnerUid)
+      this.log.warn(
+        { winner: w.hotkey, platformUid: w.uid, chainUid: w.chainUid ?? null },
+        "weights.winner_uid_differs_from_chain",
+      );
+    this.saidWinnerUid = wKey;
+    const up = this.d.upstreamOwnerUid;
+    const oKey = up !== undefined && ownerUid !== undefined && ownerUid !== up ? `${ownerUid}` : "";
+    if (oKey && oKey !== this.saidOwnerUid)
+      this.log.warn({ ownerUid, upstreamOwnerUid: up }, "weights.owner_uid_differs_from_upstream");
+    this.saidOwnerUid = oKey;
   }
 
   private failed(kind: "transient" | "permanent", message: string): number {

@@ -8,7 +8,7 @@
  */
 import type { PreflightProblem, SubnetSnapshot, WeightsErrorKind } from "../chain/index.js";
 import { convertWeightsForEmit, preflightCheck } from "../chain/index.js";
-import { type WeightsReason, weightsVector } from "../consensus/index.js";
+import { type WeightEntry, type WeightsReason, weightsVector } from "../consensus/index.js";
 import type { CachedWinner } from "../store/index.js";
 
 /** Seconds per block on subtensor, to turn "blocks until allowed" into a wait. */
@@ -18,8 +18,13 @@ export interface WeightsPlanInput {
   snapshot: SubnetSnapshot;
   /** Our hotkey (ss58). */
   hotkey: string;
-  /** The cached /winner/current answer; undefined when there never was one (→ burn). */
+  /** The cached /winner/current answer; undefined when there never was one (→ no seat). */
   cached: CachedWinner | undefined;
+  /**
+   * The subnet owner's stored weight row at the snapshot's block; undefined when it was not read
+   * (a seat needs none) or could not be read. Copied when there is no seat.
+   */
+  ownerRow?: readonly WeightEntry[] | undefined;
   /** WEIGHTS_VERSION_KEY; undefined → the snapshot's WeightsVersionKey. */
   versionKeyOverride?: number;
   /** The winner cache's trust horizon (WINNER_CACHE_TTL_S). */
@@ -28,9 +33,10 @@ export interface WeightsPlanInput {
 
 export interface WinnerView {
   hotkey: string;
-  /** The uid the chain gives this hotkey now (the server's uid is advisory). */
-  uid: number | undefined;
-  serverUid: number | null;
+  /** The uid the platform gives the seat: the one weighted (as upstream). Null: not seated. */
+  uid: number | null;
+  /** The uid the chain gives this hotkey now, for the logs (undefined: it holds none). */
+  chainUid: number | undefined;
 }
 
 export type WeightsPlan =
@@ -63,22 +69,22 @@ export function planWeights(input: WeightsPlanInput): WeightsPlan {
   let winner: WinnerView | null = null;
   if (seat) {
     const idx = snap.neurons.findIndex((n) => n.hotkey === seat.hotkey);
-    winner = { hotkey: seat.hotkey, uid: idx >= 0 ? idx : undefined, serverUid: seat.uid };
+    winner = { hotkey: seat.hotkey, uid: seat.uid, chainUid: idx >= 0 ? idx : undefined };
   }
   const base = {
-    // A winner whose hotkey holds no uid is "deregistered" (the uid then only has to be a u16).
-    winnerUid: winner ? (winner.uid ?? 0) : undefined,
-    winnerRegistered: winner?.uid !== undefined,
-    // No cache at all counts as infinitely old: burn.
+    seat: seat ? { hotkey: seat.hotkey, uid: seat.uid } : null,
+    // No cache at all counts as infinitely old.
     cacheAgeMs: input.cached ? input.cached.ageMs : Number.POSITIVE_INFINITY,
     maxCacheAgeMs: input.maxCacheAgeMs,
+    ownerRow: input.ownerRow,
+    neuronCount: snap.neurons.length,
   };
   let vector: ReturnType<typeof weightsVector>;
   if (snap.ownerUid !== undefined) {
     vector = weightsVector({ ...base, ownerUid: snap.ownerUid });
   } else {
-    // Without an owner uid nothing can be burned; a seated, registered, fresh winner still can be paid.
-    const trial = weightsVector({ ...base, ownerUid: 0 });
+    // Without an owner uid there is neither a row to copy nor a burn target; a fresh seat can still be paid.
+    const trial = weightsVector({ ...base, ownerRow: undefined, ownerUid: 0 });
     if (trial.reason !== "winner")
       return {
         kind: "blocked",
@@ -96,6 +102,23 @@ export function planWeights(input: WeightsPlanInput): WeightsPlan {
       };
     vector = { ...trial, burn: false };
   }
+  // A uid the platform gives that no u16 can hold: nothing to send (upstream's call would fail too).
+  const notU16 = vector.uids.find((u) => !Number.isInteger(u) || u < 0 || u > 0xffff);
+  if (notU16 !== undefined)
+    return {
+      kind: "blocked",
+      problems: [
+        {
+          code: "weights_invalid",
+          kind: "permanent",
+          message: `the platform's winner uid ${notU16} is not a u16`,
+        },
+      ],
+      versionKey,
+      reason: vector.reason,
+      uids: [],
+      weights: [],
+    };
   const emit = convertWeightsForEmit(vector.uids, vector.weights);
   const pre = preflightCheck(snap, {
     hotkey: input.hotkey,

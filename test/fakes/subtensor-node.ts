@@ -48,6 +48,8 @@ export interface FakeSubnetSpec {
   minAllowedWeights?: number;
   maxWeightsLimit?: number;
   revealPeriodEpochs?: number;
+  /** Stored weight rows (`SubtensorModule.Weights`) by setter uid: (destination uid, u16 value). */
+  weights?: Record<number, Array<[number, number]>>;
 }
 
 export interface FakeNodeOptions {
@@ -200,7 +202,12 @@ export class FakeSubtensorNode {
         minAllowedWeights: s.minAllowedWeights ?? 1,
         maxWeightsLimit: s.maxWeightsLimit ?? 65535,
         revealPeriodEpochs: s.revealPeriodEpochs ?? 1,
-        weights: new Map(),
+        weights: new Map(
+          Object.entries(s.weights ?? {}).map(([uid, row]) => [
+            Number(uid),
+            { uids: row.map(([u]) => u), values: row.map(([, v]) => v) },
+          ]),
+        ),
         commits: [],
       });
     }
@@ -291,6 +298,11 @@ export class FakeSubtensorNode {
     for (let i = 0; i < n; i++) this.produceBlock();
   }
 
+  /** Store a weight row for `uid` (as a set_weights by that neuron would), served from the next block on. */
+  setWeightsRow(netuid: number, uid: number, row: Array<[number, number]>): void {
+    this.subnet(netuid).weights.set(uid, { uids: row.map(([u]) => u), values: row.map(([, v]) => v) });
+  }
+
   /** Raw storage served instead of the state's encoding from the next block on (hex, or null: absent). */
   private readonly corrupted = new Map<string, string | null>();
 
@@ -340,6 +352,13 @@ export class FakeSubtensorNode {
         [s.netuid],
         s.neurons.map((x) => x.lastUpdate),
       );
+      for (const [uid, row] of s.weights)
+        put(
+          "SubtensorModule",
+          "Weights",
+          [s.netuid, uid],
+          row.uids.map((u, i) => [u, row.values[i]]),
+        );
       s.neurons.forEach((x, uid) => {
         put("SubtensorModule", "Keys", [s.netuid, uid], x.hotkey);
         put("SubtensorModule", "Uids", [s.netuid, x.hotkey], uid);

@@ -170,6 +170,44 @@ describe.each(["finney-spec219", "testnet-spec224"] as const)("against the test 
     expectEveryExtrinsicVerifies(node);
   });
 
+  it("reads a neuron's stored weight row (SubtensorModule.Weights) at a block, as the chain encodes it", async () => {
+    const { node, client } = await setup(fixture, {
+      weights: {
+        0: [
+          [1, 65535],
+          [3, 21845],
+        ],
+      },
+    });
+    // The node serves the runtime's own encoding: Vec<(u16, u16)>, a compact length and LE pairs.
+    expect(
+      node.runtime.storageValue("SubtensorModule", "Weights", [
+        [1, 65535],
+        [3, 21845],
+      ]),
+    ).toBe("0x080100ffff03005555");
+    await client.connect();
+    const at = node.head.hash;
+    expect(await client.weightsRow(11, 0, { at })).toEqual([
+      [1, 65535],
+      [3, 21845],
+    ]);
+    // A neuron that never set weights: the storage default, an empty row.
+    expect(await client.weightsRow(11, 3, { at })).toEqual([]);
+    // Read at a block: a later change is not seen there, and is seen at the head.
+    node.setWeightsRow(11, 0, [[2, 7]]);
+    node.advance(1);
+    expect(await client.weightsRow(11, 0, { at })).toEqual([
+      [1, 65535],
+      [3, 21845],
+    ]);
+    expect(await client.weightsRow(11, 0)).toEqual([[2, 7]]);
+    // Bytes that are no row: refused at the boundary, never guessed at.
+    node.corruptStorage("SubtensorModule", "Weights", [11, 0], "0x08ffff");
+    node.advance(1);
+    await expect(client.weightsRow(11, 0)).rejects.toMatchObject({ code: expect.stringMatching(/^chain_/) });
+  });
+
   it("maps SettingWeightsTooFast by name (its index differs between spec 219 and 224)", async () => {
     const { node, client } = await setup(fixture);
     await client.connect();

@@ -1,10 +1,21 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { convertWeightsForEmit } from "../../src/chain/index.js";
 import {
   aggregate,
   DEFAULT_MAX_WINNER_CACHE_AGE_MS,
+  float32PairwiseSum,
+  ownerRowWeights,
+  SEAT_DECAY_END_EPOCHS,
+  SEAT_GRACE_EPOCHS,
+  seatAge,
+  seatDecayFactor,
+  seatDecision,
+  seatedEpochAfter,
+  TERMINAL_HANDICAP,
   takeover,
   takeoverDelta,
+  takeoverThreshold,
   type Vote,
   weightsVector,
   winsorize,
@@ -58,16 +69,32 @@ describe("aggregate: public vectors", () => {
     expect(a).toMatchObject({ counted: 1, dropped: 5, qualified: true, score: 9 });
   });
 
-  it("stake-weighted by default, equal-weighted when configured", () => {
+  it("equal-weighted by default, as the platform and upstream aggregate; stake-weighted when asked", () => {
     const votes = [vote(10, 3), vote(4, 1)];
-    expect(aggregate(votes).score).toBe(8.5);
-    expect(aggregate(votes, { stakeWeighted: false }).score).toBe(7);
+    expect(aggregate(votes).score).toBe(7);
+    expect(aggregate(votes).stakeWeighted).toBe(false);
+    expect(aggregate(votes, { stakeWeighted: true }).score).toBe(8.5);
   });
 
   it("Winsorizing moves values, not stake: the lowest vote's stake carries the second-lowest value", () => {
     // values 0,4,6,10 → 4,4,6,6; stakes 5,1,1,1 → (5·4 + 4 + 6 + 6)/8 = 4.5
-    const a = aggregate([vote(0, 5), vote(4, 1), vote(6, 1), vote(10, 1)]);
+    const a = aggregate([vote(0, 5), vote(4, 1), vote(6, 1), vote(10, 1)], { stakeWeighted: true });
     expect(a.score).toBe(4.5);
+  });
+
+  it("the plain mean when Winsorizing is off (epochs before spec 16)", () => {
+    const a = aggregate(
+      [3, 8, 8, 8, 8, 9].map((s) => vote(s)),
+      { winsorize: false },
+    );
+    expect(a.score).toBeCloseTo(22 / 3, 12);
+    expect(a.winsorized).toBe(false);
+  });
+
+  it("a qualified vote without a score counts in the head count, not in the mean (winner_state.py)", () => {
+    const a = aggregate([vote(6), vote(Number.NaN), vote(0, 1, false)]);
+    expect(a).toMatchObject({ counted: 3, qualifiedVotes: 2, qualified: true, score: 6 });
+    expect(aggregate([vote(Number.NaN), vote(0, 1, false)])).toMatchObject({ qualified: false, score: null });
   });
 
   it("no qualified vote → score null; no vote at all → not qualified", () => {
@@ -231,11 +258,12 @@ describe("aggregate: properties", () => {
   });
 });
 
-describe("weightsVector", () => {
-  const base = { ownerUid: 0, winnerRegistered: true, cacheAgeMs: 1000 };
+describe("weightsVector (validator.py _weight_loop_tick)", () => {
+  const seat = (uid: number | null, hotkey = "5Winner") => ({ hotkey, uid });
+  const base = { ownerUid: 0, cacheAgeMs: 1000, ownerRow: undefined, neuronCount: 256 };
 
-  it("100 % to the seated winner", () => {
-    expect(weightsVector({ ...base, winnerUid: 42 })).toEqual({
+  it("100 % to the uid the platform gives the seat", () => {
+    expect(weightsVector({ ...base, seat: seat(42) })).toEqual({
       uids: [42],
       weights: [1],
       reason: "winner",
@@ -243,52 +271,226 @@ describe("weightsVector", () => {
     });
   });
 
-  it("burns to the owner with no seat, a deregistered winner, or a stale cache", () => {
-    expect(weightsVector({ ...base })).toMatchObject({
-      uids: [0],
-      weights: [1],
-      reason: "no_seat",
-      burn: true,
-    });
-    expect(weightsVector({ ...base, winnerUid: 42, winnerRegistered: false })).toMatchObject({
-      uids: [0],
-      reason: "winner_deregistered",
-    });
-    expect(
-      weightsVector({ ...base, winnerUid: 42, cacheAgeMs: DEFAULT_MAX_WINNER_CACHE_AGE_MS + 1 }),
-    ).toMatchObject({ uids: [0], reason: "stale_winner_cache" });
-    expect(
-      weightsVector({ ...base, winnerUid: 42, cacheAgeMs: DEFAULT_MAX_WINNER_CACHE_AGE_MS }),
-    ).toMatchObject({ uids: [42], reason: "winner" });
-    expect(weightsVector({ ...base, winnerUid: 42, cacheAgeMs: Number.NaN })).toMatchObject({
+  it("a seat the cache no longer vouches for burns (stale, or a broken clock); the boundary is trusted", () => {
+    const max = DEFAULT_MAX_WINNER_CACHE_AGE_MS;
+    const row = [[7, 65535]] as const;
+    expect(weightsVector({ ...base, seat: seat(42), cacheAgeMs: max + 1, ownerRow: row })).toMatchObject({
       uids: [0],
       reason: "stale_winner_cache",
+      burn: true,
     });
-    expect(weightsVector({ ...base, winnerUid: 42, cacheAgeMs: 10, maxCacheAgeMs: 5 })).toMatchObject({
-      uids: [0],
+    expect(weightsVector({ ...base, seat: seat(42), cacheAgeMs: max })).toMatchObject({ uids: [42] });
+    expect(weightsVector({ ...base, seat: seat(42), cacheAgeMs: Number.NaN })).toMatchObject({ uids: [0] });
+    expect(weightsVector({ ...base, seat: seat(42), cacheAgeMs: 10, maxCacheAgeMs: 5 })).toMatchObject({
       reason: "stale_winner_cache",
     });
   });
 
-  it("never empty, always one uid with weight 1", () => {
+  it("no seat (none, no uid, never fetched): copies the owner's row, even from a stale cache", () => {
+    const ownerRow = [
+      [3, 65535],
+      [0, 21845],
+    ] as const;
+    for (const s of [null, seat(null)])
+      for (const cacheAgeMs of [1000, Number.POSITIVE_INFINITY])
+        expect(weightsVector({ ...base, seat: s, cacheAgeMs, ownerRow })).toMatchObject({
+          uids: [0, 3],
+          reason: "owner_row",
+          burn: false,
+        });
+  });
+
+  it("burns to the owner's uid only when the owner's row is unreadable", () => {
+    const burn = { uids: [0], weights: [1], reason: "no_seat", burn: true };
+    expect(weightsVector({ ...base, seat: null })).toEqual(burn);
+    expect(weightsVector({ ...base, seat: null, ownerRow: [] })).toEqual(burn);
+    expect(weightsVector({ ...base, seat: null, ownerRow: [[5, 0]] })).toEqual(burn);
+    // A uid outside the row: numpy raises in upstream's copy, which then burns.
+    expect(weightsVector({ ...base, seat: null, ownerRow: [[256, 1]] })).toEqual(burn);
+    // An owner outside the subnet's rows (upstream: OWNER_UID out of range).
+    expect(weightsVector({ ...base, ownerUid: 300, seat: null, ownerRow: [[1, 1]] })).toMatchObject({
+      uids: [300],
+      reason: "no_seat",
+    });
+  });
+
+  it("an owner row that only burns is a burn", () => {
+    expect(weightsVector({ ...base, seat: null, ownerRow: [[0, 65535]] })).toMatchObject({
+      uids: [0],
+      reason: "owner_row",
+      burn: true,
+    });
+  });
+
+  it("never empty: a winner, the owner's row or the owner", () => {
     fc.assert(
       fc.property(
-        fc.option(fc.integer({ min: 0, max: 4095 }), { nil: undefined }),
-        fc.integer({ min: 0, max: 4095 }),
-        fc.boolean(),
+        fc.option(fc.record({ hotkey: fc.constant("5W"), uid: fc.option(fc.integer({ min: 0, max: 255 })) })),
+        fc.integer({ min: 0, max: 255 }),
+        fc.option(fc.array(fc.tuple(fc.integer({ min: 0, max: 300 }), fc.integer({ min: 0, max: 65535 }))), {
+          nil: undefined,
+        }),
         fc.integer({ min: 0, max: 2 * DEFAULT_MAX_WINNER_CACHE_AGE_MS }),
-        (winnerUid, ownerUid, winnerRegistered, cacheAgeMs) => {
-          const v = weightsVector({ winnerUid, ownerUid, winnerRegistered, cacheAgeMs });
-          expect(v.uids).toHaveLength(1);
-          expect(v.weights).toEqual([1]);
-          expect(v.uids[0] === ownerUid || v.uids[0] === winnerUid).toBe(true);
+        (s, ownerUid, ownerRow, cacheAgeMs) => {
+          const v = weightsVector({ seat: s, ownerUid, ownerRow, cacheAgeMs, neuronCount: 256 });
+          expect(v.uids.length).toBeGreaterThan(0);
+          expect(v.uids).toHaveLength(v.weights.length);
+          for (const w of v.weights) expect(w).toBeGreaterThan(0);
+          if (v.reason === "winner") expect(v.uids).toEqual([s!.uid]);
+          if (v.reason === "no_seat" || v.reason === "stale_winner_cache") expect(v.uids).toEqual([ownerUid]);
         },
       ),
     );
   });
 
-  it("rejects uids that are not u16", () => {
-    expect(() => weightsVector({ ...base, ownerUid: -1 })).toThrow(RangeError);
-    expect(() => weightsVector({ ...base, winnerUid: 70000 })).toThrow(RangeError);
+  it("rejects an owner uid that is not a u16", () => {
+    expect(() => weightsVector({ ...base, seat: null, ownerUid: -1 })).toThrow(RangeError);
+  });
+});
+
+describe("the owner's row, converted as bittensor's metagraph converts it", () => {
+  // Expected values computed with numpy 2.4 running bittensor 10's convert_weight_uids_and_vals_to_tensor
+  // (float32 row, float32 sum, in-place float32 division, keep w > 0) and then
+  // convert_weights_and_uids_for_emit (max-upscale in float64, Python round half to even).
+  const emitOf = (row: ReadonlyArray<readonly [number, number]>, n = 256) => {
+    const r = ownerRowWeights(row, 0, n)!;
+    return convertWeightsForEmit(r.uids, r.weights);
+  };
+
+  it("a max-upscaled row comes back as it is stored", () => {
+    expect(
+      emitOf([
+        [3, 65535],
+        [74, 21845],
+        [200, 1],
+      ]),
+    ).toEqual({ uids: [3, 74, 200], weights: [65535, 21845, 1] });
+    const wide = Array.from({ length: 86 }, (_, k) => [3 * k, 65535 - 3 * k * 97] as const);
+    expect(emitOf(wide)).toEqual({ uids: wide.map(([u]) => u), weights: wide.map(([, v]) => v) });
+  });
+
+  it("a row that is not max-upscaled is upscaled", () => {
+    expect(
+      emitOf([
+        [0, 40000],
+        [1, 40000],
+        [2, 13107],
+        [5, 7],
+      ]),
+    ).toEqual({ uids: [0, 1, 2, 5], weights: [65535, 65535, 21474, 11] });
+  });
+
+  it("float32 rounding decides the last unit, as in bittensor (exact arithmetic would differ)", () => {
+    // Exact: 25720 and 34128; bittensor's float32 path: 25721 and 34127.
+    expect(
+      emitOf([
+        [44, 62308],
+        [105, 51614],
+        [151, 15013],
+        [234, 24454],
+        [255, 8714],
+      ]),
+    ).toEqual({ uids: [44, 105, 151, 234, 255], weights: [65535, 54287, 15791, 25721, 9165] });
+    expect(
+      emitOf([
+        [76, 10439],
+        [115, 20046],
+        [241, 8433],
+      ]),
+    ).toEqual({ uids: [76, 115, 241], weights: [34127, 65535, 27569] });
+  });
+
+  it("a later entry for the same uid wins; the row's order does not matter otherwise", () => {
+    expect(
+      ownerRowWeights(
+        [
+          [2, 5],
+          [1, 10],
+          [2, 10],
+        ],
+        0,
+        4,
+      ),
+    ).toEqual({ uids: [1, 2], weights: [0.5, 0.5] });
+  });
+
+  it("np.sum's pairwise float32 summation (vectors from numpy; a running float32 sum differs)", () => {
+    const arr = (n: number) => Float32Array.from({ length: n }, (_, i) => ((i * 7919) % 1000) * 1.37 + 0.1);
+    expect(float32PairwiseSum(arr(5))).toBe(4370.7998046875);
+    expect(float32PairwiseSum(arr(64))).toBe(43440.87890625);
+    expect(float32PairwiseSum(arr(131))).toBe(89453.546875);
+    expect(float32PairwiseSum(arr(1000))).toBe(684415.0);
+    expect(float32PairwiseSum(arr(4096))).toBe(2802936.5);
+    let running = 0;
+    for (const x of arr(131)) running = Math.fround(running + x);
+    expect(running).toBe(89453.5390625);
+  });
+});
+
+describe("takeover: the seat-age decay (INCENTIVE_MECHANISM.md v6.3)", () => {
+  it("f(age): 1 through 5 epochs of grace, linear to 0 at 40, 0 after", () => {
+    for (const age of [-3, 0, 1, 5]) expect(seatDecayFactor(age)).toBe(1);
+    expect(seatDecayFactor(Number.NaN)).toBe(1);
+    expect(seatDecayFactor(6)).toBeCloseTo(34 / 35, 15);
+    expect(seatDecayFactor(22.5)).toBeCloseTo(0.5, 15);
+    expect(seatDecayFactor(39)).toBeCloseTo(1 / 35, 15);
+    for (const age of [40, 41, 1000]) expect(seatDecayFactor(age)).toBe(0);
+    expect(SEAT_GRACE_EPOCHS).toBe(5);
+    expect(SEAT_DECAY_END_EPOCHS).toBe(40);
+    expect(TERMINAL_HANDICAP).toBe(0.03);
+  });
+
+  it("the bar: w·(1+δ) in grace, crosses w at f = H/(δ+H), w·(1−H) from 40 epochs", () => {
+    // w = 10 of 20 (s = 0.5, δ = 3 %).
+    expect(takeoverThreshold(10, 20, 27, 5).threshold).toBeCloseTo(10.3, 12);
+    expect(takeoverThreshold(10, 20, 27, 22.5).threshold).toBeCloseTo(10, 12);
+    expect(takeoverThreshold(10, 20, 27, 40).threshold).toBeCloseTo(9.7, 12);
+    expect(takeoverThreshold(10, 20, 27, 400).threshold).toBeCloseTo(9.7, 12);
+    // Near the ceiling δ → 0 but H stays: an aged near-max seat falls to a 3 %-lower score.
+    expect(takeoverThreshold(20, 20, 27, 40).threshold).toBeCloseTo(19.4, 12);
+    expect(takeover(19.41, 20, 20, 27, 40).takesOver).toBe(true);
+    expect(takeover(20, 20, 20, 27, 5).takesOver).toBe(false);
+  });
+
+  it("exhaustively over ages 0..60 and the score range: the bar follows the formula, falls with age, stays in [w(1−H), w(1+δ)]", () => {
+    for (let age = 0; age <= 60; age++)
+      for (const s of [0, 0.1, 0.5, 0.7, 0.8, 0.95, 1, 1.2]) {
+        const w = s * 20;
+        const t = takeoverThreshold(w, 20, 27, age);
+        const f = seatDecayFactor(age);
+        const delta = takeoverDelta(s, 27);
+        expect(t.threshold).toBeCloseTo(w * (1 + delta * f - TERMINAL_HANDICAP * (1 - f)), 12);
+        expect(t.threshold).toBeLessThanOrEqual(w * (1 + delta) + 1e-12);
+        expect(t.threshold).toBeGreaterThanOrEqual(w * (1 - TERMINAL_HANDICAP) - 1e-12);
+        if (age > 0)
+          expect(t.threshold).toBeLessThanOrEqual(takeoverThreshold(w, 20, 27, age - 1).threshold + 1e-12);
+        // Grace exactly reproduces the age-less bar.
+        if (age <= SEAT_GRACE_EPOCHS) expect(t.threshold).toBe(takeoverThreshold(w, 20, 27).threshold);
+      }
+  });
+
+  it("seatAge counts epochs since the seating, never below 0", () => {
+    expect(seatAge(100, 60)).toBe(40);
+    expect(seatAge(100, 100)).toBe(0);
+    expect(seatAge(100, 120)).toBe(0);
+  });
+
+  it("only a different hotkey seating resets the clock", () => {
+    expect(seatedEpochAfter({ hotkey: "5A", seatedEpochId: 30 }, { hotkey: "5A" }, 50)).toBe(30);
+    expect(seatedEpochAfter({ hotkey: "5A", seatedEpochId: 30 }, { hotkey: "5B" }, 50)).toBe(50);
+    expect(seatedEpochAfter(null, { hotkey: "5B" }, 50)).toBe(50);
+    expect(seatedEpochAfter({ hotkey: "5A", seatedEpochId: 30 }, null, 50)).toBeNull();
+  });
+
+  it("seatDecision: an empty seat to any qualified challenger, a held one above the decayed bar", () => {
+    const consensus = (score: number, qualified = true) => ({ score, qualified });
+    const i = { epochId: 100, specNumber: 27, maxScore: 20 };
+    expect(seatDecision({ ...i, seat: null, consensus: consensus(0.1) }).replaced).toBe(true);
+    expect(seatDecision({ ...i, seat: null, consensus: consensus(15, false) }).replaced).toBe(false);
+    const seat = (seatedEpochId: number) => ({ hotkey: "5A", score: 10, seatedEpochId });
+    expect(seatDecision({ ...i, seat: seat(99), consensus: consensus(10.3) }).replaced).toBe(false);
+    expect(seatDecision({ ...i, seat: seat(99), consensus: consensus(10.31) }).replaced).toBe(true);
+    expect(seatDecision({ ...i, seat: seat(60), consensus: consensus(9.71) }).replaced).toBe(true);
+    expect(seatDecision({ ...i, seat: seat(60), consensus: consensus(9.71, false) }).replaced).toBe(false);
   });
 });

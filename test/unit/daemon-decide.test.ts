@@ -1,8 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
-  crossCheckWinner,
-  DIVERGENCE_TOLERANCE,
   discardRetryDelayMs,
   type EpochFacts,
   evalIdOf,
@@ -12,13 +10,7 @@ import {
   progressStateOf,
 } from "../../src/daemon/index.js";
 import type { EvaluationEvent } from "../../src/evaluation/types.js";
-import {
-  type EpochCurrent,
-  epochCurrentSchema,
-  scoreVerdictSchema,
-  type WinnerCurrent,
-  winnerCurrentSchema,
-} from "../../src/platform/index.js";
+import { type EpochCurrent, epochCurrentSchema, scoreVerdictSchema } from "../../src/platform/index.js";
 
 const HASH = "ab".repeat(32);
 
@@ -114,152 +106,6 @@ describe("planEpoch", () => {
     expect([1, 2, 3, 4, 5, 50].map(discardRetryDelayMs)).toEqual([
       60_000, 120_000, 240_000, 480_000, 600_000, 600_000,
     ]);
-  });
-});
-
-function winner(over: {
-  score?: number | null;
-  replaced?: boolean;
-  spec?: number | null;
-  votes: ReadonlyArray<
-    readonly [stake: number | null, score: number | null, qualified: boolean, rejected?: boolean]
-  >;
-}): WinnerCurrent {
-  return winnerCurrentSchema.parse({
-    success: true,
-    winner: {
-      hotkey: "5Winner",
-      uid: 3,
-      pack_hash: HASH,
-      score: over.score === undefined ? 8 : over.score,
-      since_epoch_id: 41,
-    },
-    finalized_epoch: {
-      challenge_epoch_id: 41,
-      challenger_hotkey: "5Winner",
-      challenger_pack_hash: HASH,
-      outcome: over.replaced === false ? "winner_held" : "winner_replaced",
-      finalized_at: "2026-01-01T00:00:00Z",
-      spec_number: over.spec === undefined ? 27 : over.spec,
-    },
-    submissions: over.votes.map(([stake, score, qualified, rejected], i) => ({
-      validator_hotkey: `5V${i}`,
-      validator_stake: stake,
-      challenger_pack_hash: HASH,
-      challenger_score: score,
-      challenger_qualified: qualified,
-      challenger_rejected: rejected ?? false,
-    })),
-  });
-}
-
-describe("crossCheckWinner", () => {
-  it("agrees with the server's Winsorized consensus (public vector [3,8,8,8,8,9] → 8.0)", () => {
-    const wc = winner({ score: 8, votes: [3, 8, 8, 8, 8, 9].map((s) => [100, s, true] as const) });
-    expect(crossCheckWinner(wc, { stakeWeighted: false })).toEqual({
-      kind: "agree",
-      epochId: 41,
-      local: 8,
-      server: 8,
-    });
-  });
-
-  it("flags a divergence beyond 0.01 (server 7.333…, the plain mean, against Winsorized 8.0)", () => {
-    const wc = winner({ score: 22 / 3, votes: [3, 8, 8, 8, 8, 9].map((s) => [100, s, true] as const) });
-    const r = crossCheckWinner(wc, { stakeWeighted: false });
-    expect(r).toMatchObject({ kind: "diverge", epochId: 41, local: 8 });
-    if (r.kind === "diverge") expect(r.delta).toBeCloseTo(8 - 22 / 3, 9);
-  });
-
-  it("tolerates exactly the documented tolerance and no more", () => {
-    const votes = [[1, 6, true] as const, [1, 6, true] as const];
-    expect(
-      crossCheckWinner(winner({ score: 6 + DIVERGENCE_TOLERANCE, votes }), { stakeWeighted: false }).kind,
-    ).toBe("agree");
-    expect(crossCheckWinner(winner({ score: 6.0101, votes }), { stakeWeighted: false }).kind).toBe("diverge");
-  });
-
-  it("drops rejected votes and votes without stake, as the server does", () => {
-    const wc = winner({
-      score: 6,
-      votes: [
-        [10, 6, true],
-        [10, 6, true],
-        [null, 1, true],
-        [0, 1, true],
-        [10, 1, true, true],
-      ],
-    });
-    expect(crossCheckWinner(wc, { stakeWeighted: false })).toMatchObject({ kind: "agree", local: 6 });
-  });
-
-  it("weights by stake when configured (the platform weighs equally)", () => {
-    const wc = winner({
-      score: 5,
-      votes: [
-        [1, 2, true],
-        [1, 8, true],
-        [2, 5, true],
-      ],
-    });
-    expect(crossCheckWinner(wc, { stakeWeighted: false })).toMatchObject({ kind: "agree", local: 5 });
-    const heavy = winner({
-      score: 5,
-      votes: [
-        [9, 2, true],
-        [1, 8, true],
-        [1, 5, true],
-      ],
-    });
-    expect(crossCheckWinner(heavy, { stakeWeighted: true })).toMatchObject({ kind: "diverge" });
-    expect(crossCheckWinner(heavy, { stakeWeighted: false })).toMatchObject({ kind: "agree" });
-  });
-
-  it("is not applicable when the seat was held, absent, unscored, without votes, or before spec 16 Winsorizing", () => {
-    const votes = [3, 8, 8, 8, 8, 9].map((s) => [100, s, true] as const);
-    expect(crossCheckWinner(winner({ votes, replaced: false }), { stakeWeighted: false })).toEqual({
-      kind: "not_applicable",
-      reason: "winner_held",
-    });
-    expect(crossCheckWinner(winner({ votes, score: null }), { stakeWeighted: false })).toMatchObject({
-      reason: "no_server_score",
-    });
-    expect(crossCheckWinner(winner({ votes: [] }), { stakeWeighted: false })).toMatchObject({
-      reason: "no_votes",
-    });
-    expect(crossCheckWinner(winner({ votes, spec: 15 }), { stakeWeighted: false })).toMatchObject({
-      reason: "pre_noise_aware_spec",
-    });
-    // Fewer than 4 qualified votes are never Winsorized: comparable under any spec.
-    expect(
-      crossCheckWinner(
-        winner({
-          score: 6,
-          spec: 15,
-          votes: [
-            [1, 1, true],
-            [1, 8, true],
-            [1, 9, true],
-          ],
-        }),
-        {
-          stakeWeighted: false,
-        },
-      ),
-    ).toMatchObject({ kind: "agree", local: 6 });
-    const cold = winnerCurrentSchema.parse({ winner: null, finalized_epoch: null, submissions: [] });
-    expect(crossCheckWinner(cold, { stakeWeighted: true })).toMatchObject({ reason: "no_seat" });
-  });
-
-  it("reads 0 when no vote qualified (as winner_state.py), so a positive seat score diverges", () => {
-    const wc = winner({
-      score: 3,
-      votes: [
-        [1, 0, false],
-        [1, 0, false],
-      ],
-    });
-    expect(crossCheckWinner(wc, { stakeWeighted: false })).toMatchObject({ kind: "diverge", local: 0 });
   });
 });
 

@@ -61,11 +61,17 @@ function cached(seat: { hotkey: string; uid: number | null } | null, ageMs = 60_
   };
 }
 
-const plan = (snap: SubnetSnapshot, c: CachedWinner | undefined, versionKeyOverride?: number) =>
+const plan = (
+  snap: SubnetSnapshot,
+  c: CachedWinner | undefined,
+  versionKeyOverride?: number,
+  ownerRow?: Array<[number, number]>,
+) =>
   planWeights({
     snapshot: snap,
     hotkey: ME,
     cached: c,
+    ownerRow,
     maxCacheAgeMs: DAY,
     ...(versionKeyOverride !== undefined ? { versionKeyOverride } : {}),
   });
@@ -80,30 +86,60 @@ describe("planWeights", () => {
       reason: "winner",
       burn: false,
       myUid: 2,
-      winner: { hotkey: WINNER, uid: 3, serverUid: 3 },
+      winner: { hotkey: WINNER, uid: 3, chainUid: 3 },
     });
   });
 
-  it("follows the winner's hotkey to the uid the chain gives it (the server's uid is advisory)", () => {
-    expect(plan(snapshot(), cached({ hotkey: WINNER, uid: 9 }))).toMatchObject({
+  it("takes the winner's uid from the platform, as upstream (the chain's uid is only reported)", () => {
+    expect(plan(snapshot(), cached({ hotkey: WINNER, uid: 1 }))).toMatchObject({
       kind: "set",
-      uids: [3],
-      winner: { uid: 3, serverUid: 9 },
+      uids: [1],
+      winner: { uid: 1, chainUid: 3 },
+    });
+    // A hotkey the chain does not know still gets the platform's uid.
+    expect(plan(snapshot(), cached({ hotkey: "5Gone", uid: 1 }))).toMatchObject({
+      uids: [1],
+      reason: "winner",
+      winner: { chainUid: undefined },
+    });
+    // A platform uid outside the subnet cannot be set: blocked, as upstream's call would fail.
+    expect(plan(snapshot(), cached({ hotkey: WINNER, uid: 9 }))).toMatchObject({
+      kind: "blocked",
+      problems: [{ code: "weights_invalid" }],
+    });
+    expect(plan(snapshot(), cached({ hotkey: WINNER, uid: 70_000 }))).toMatchObject({
+      kind: "blocked",
+      problems: [{ code: "weights_invalid" }],
     });
   });
 
-  it("burns everything to the owner's uid: no seat, deregistered winner, stale cache, no cache", () => {
-    const burn = { kind: "set", uids: [0], weights: [65535], burn: true };
-    expect(plan(snapshot(), cached(null))).toMatchObject({ ...burn, reason: "no_seat" });
-    expect(plan(snapshot(), cached({ hotkey: "5Gone", uid: 3 }))).toMatchObject({
-      ...burn,
-      reason: "winner_deregistered",
-    });
-    expect(plan(snapshot(), cached({ hotkey: WINNER, uid: 3 }, DAY + 1))).toMatchObject({
-      ...burn,
+  it("no seat copies the owner's row; burns to the owner only when the row is unreadable", () => {
+    const row: Array<[number, number]> = [
+      [1, 65535],
+      [3, 32768],
+    ];
+    for (const c of [cached(null), cached({ hotkey: WINNER, uid: null }), undefined])
+      expect(plan(snapshot(), c, undefined, row)).toMatchObject({
+        kind: "set",
+        uids: [1, 3],
+        weights: [65535, 32768],
+        reason: "owner_row",
+        burn: false,
+      });
+    const burn = { kind: "set", uids: [0], weights: [65535], burn: true, reason: "no_seat" };
+    expect(plan(snapshot(), cached(null))).toMatchObject(burn);
+    expect(plan(snapshot(), cached(null), undefined, [])).toMatchObject(burn);
+    expect(plan(snapshot(), undefined, undefined, [[4, 1]])).toMatchObject(burn); // uid 4 ≥ n = 4
+  });
+
+  it("a stale seat burns (the owner's row is not copied)", () => {
+    expect(plan(snapshot(), cached({ hotkey: WINNER, uid: 3 }, DAY + 1), undefined, [[1, 9]])).toMatchObject({
+      kind: "set",
+      uids: [0],
+      weights: [65535],
+      burn: true,
       reason: "stale_winner_cache",
     });
-    expect(plan(snapshot(), undefined)).toMatchObject({ ...burn, reason: "no_seat" });
   });
 
   it("waits for the rate limit: head − LastUpdate < WeightsSetRateLimit", () => {
@@ -157,19 +193,30 @@ describe("planWeights", () => {
     });
   });
 
-  it("never emits an empty vector and always one u16 weight (property)", () => {
+  it("never emits an empty vector; its largest weight is 65535 (property)", () => {
     fc.assert(
       fc.property(
         fc.option(fc.constantFrom(WINNER, OWNER, ME, "5Gone"), { nil: null }),
+        fc.option(fc.integer({ min: 0, max: 3 }), { nil: null }),
         fc.integer({ min: 0, max: 2 * DAY }),
         fc.integer({ min: 0, max: 10_000 }),
-        (seat, age, last) => {
+        fc.option(fc.array(fc.tuple(fc.integer({ min: 0, max: 4 }), fc.integer({ min: 0, max: 65535 }))), {
+          nil: undefined,
+        }),
+        (seat, uid, age, last, row) => {
           const p = plan(
             snapshot({ meLastUpdate: last }),
-            cached(seat ? { hotkey: seat, uid: 1 } : null, age),
+            cached(seat ? { hotkey: seat, uid } : null, age),
+            undefined,
+            row,
           );
           if (p.kind !== "set") return p.kind === "wait" && p.blocksUntilAllowed > 0;
-          return p.uids.length === 1 && p.weights[0] === 65535 && p.uids[0]! < 4;
+          return (
+            p.uids.length > 0 &&
+            Math.max(...p.weights) === 65535 &&
+            p.uids.every((u) => u < 4) &&
+            (p.reason !== "winner" || p.uids[0] === uid)
+          );
         },
       ),
     );
