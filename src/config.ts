@@ -11,6 +11,14 @@ import { InputError } from "./errors.js";
 const bool = z
   .enum(["1", "0", "true", "false", "yes", "no", "on", "off", ""])
   .transform((v) => v === "1" || v === "true" || v === "yes" || v === "on");
+/**
+ * A switch read as upstream reads EVAL_ENABLED (tests/test_validator_modes.py): on for 1, true,
+ * yes, on (trimmed, any case); off for anything else, "2" and "enabled" included.
+ */
+const upstreamSwitch = z
+  .string()
+  .optional()
+  .transform((v) => ["1", "true", "yes", "on"].includes((v ?? "").trim().toLowerCase()));
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
 const num = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().min(min).max(max);
 const url = z.string().url();
@@ -55,6 +63,7 @@ export const ENV_SCHEMA = {
   HEARTBEAT_INTERVAL_S: num(1, 86400).default(600),
   WINNER_CACHE_TTL_S: int(1).default(86_400),
   // Evaluation and sandbox
+  EVAL_ENABLED: upstreamSwitch,
   EVAL_CONCURRENCY: int(1, 64).default(3),
   SPEC_NUMBER: optional(int(0)),
   SCENARIOS_DIR: z.string().default("./scenarios"),
@@ -110,6 +119,8 @@ export interface Config {
     winnerCacheTtlMs: number;
   };
   evaluation: {
+    /** EVAL_ENABLED: evaluate challengers. Off (upstream's default): winner, weights, heartbeat only. */
+    enabled: boolean;
     concurrency: number;
     specNumber: number | undefined;
     scenariosDir: string;
@@ -180,6 +191,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       winnerCacheTtlMs: e.WINNER_CACHE_TTL_S * 1000,
     },
     evaluation: {
+      enabled: e.EVAL_ENABLED,
       concurrency: e.EVAL_CONCURRENCY,
       specNumber: e.SPEC_NUMBER,
       scenariosDir: resolve(e.SCENARIOS_DIR),

@@ -1,11 +1,15 @@
 /**
  * `trajrl-validator run`: one object that opens everything the validator needs and runs its loops.
+ * Two modes, as upstream's validator (EVAL_ENABLED, default off):
  *
+ * weight-only (default): no Docker, no provider key, no pack fetch, no evaluation environment.
+ *   winner    every 60 s (primed once before the loops start): GET winner/current → winner cache
+ *   weights   every WEIGHTS_INTERVAL_S: snapshot → winner, owner's row or burn → set_weights
+ *   heartbeat at start and every HEARTBEAT_INTERVAL_S: last_set_weights_at only
+ * EVAL_ENABLED=1, in addition:
  *   eval      every EVAL_POLL_INTERVAL_S: signed GET epoch/current → evaluate → verdict → outbox
- *   winner    every EVAL_POLL_INTERVAL_S: GET winner/current → winner cache (+ consensus cross-check)
  *   outbox    every few seconds (and at once after a verdict): POST due verdicts, back-off on failure
- *   weights   every WEIGHTS_INTERVAL_S: snapshot → winner or burn → pre-flight → set_weights
- *   heartbeat at start and every HEARTBEAT_INTERVAL_S; replays pending log uploads
+ *   the heartbeat adds the evaluator's telemetry and replays pending log uploads
  *
  * stop(): stop taking work, abort the running evaluation with SHUTDOWN (it stays resumable and the
  * next start resumes it), let the outbox attempt in flight finish, close chain, environment, db.
@@ -62,8 +66,10 @@ export interface DaemonTiming {
   evaluationGraceMs: number;
   /** How long stop() waits for the outbox attempt in flight (the score POST has a 30 s deadline). */
   outboxGraceMs: number;
-  /** How long the first weights wait for the first winner refresh. */
-  firstWinnerWaitMs: number;
+  /** The winner loop's cadence (upstream's `_WINNER_POLL_INTERVAL`, 60 s). */
+  winnerPollMs: number;
+  /** How long start() waits for the priming winner refresh; a failure or a timeout does not block the start. */
+  winnerPrimeMs: number;
 }
 
 export const DEFAULT_TIMING: DaemonTiming = {
@@ -75,7 +81,8 @@ export const DEFAULT_TIMING: DaemonTiming = {
   packFetchRetryMs: 2_000,
   evaluationGraceMs: 90_000,
   outboxGraceMs: 35_000,
-  firstWinnerWaitMs: 20_000,
+  winnerPollMs: 60_000,
+  winnerPrimeMs: 20_000,
 };
 
 /** validator.py OWNER_UID: the uid upstream burns to on finney's subnet 11 (we burn to the owner hotkey's uid). */
@@ -208,8 +215,10 @@ export class Daemon {
         this.live.raise(ALARM.chainUnreachable, `chain: ${e.code}: ${e.message}`, "error");
       }
 
-      const pipeline = this.opts.pipeline ?? (await loadPipeline());
-      this.env = await pipeline.openEnvironment(c, { log: this.opts.log, live: this.live, db });
+      // Weight-only (upstream's default) never opens the evaluation environment: no Docker, no meter.
+      const evaluating = c.evaluation.enabled;
+      const pipeline = evaluating ? (this.opts.pipeline ?? (await loadPipeline())) : undefined;
+      if (pipeline) this.env = await pipeline.openEnvironment(c, { log: this.opts.log, live: this.live, db });
 
       this.platform = new PlatformClient({
         baseUrl: c.platform.baseUrl,
@@ -222,36 +231,15 @@ export class Daemon {
       const outbox = new VerdictOutboxRepo(db);
       const winnerCache = new WinnerCacheRepo(db);
       const marks = new PlatformMarksRepo(db);
-      this.uploader = new LogUploader({
-        repo: new LogUploadRepo(db),
-        client: platform,
-        dir: join(c.dataDir, "log-archives"),
-        log: this.opts.log,
-        now: this.now,
-      });
+      if (evaluating)
+        this.uploader = new LogUploader({
+          repo: new LogUploadRepo(db),
+          client: platform,
+          dir: join(c.dataDir, "log-archives"),
+          log: this.opts.log,
+          now: this.now,
+        });
 
-      const evaluator = new EpochEvaluator({
-        config: c,
-        log: this.opts.log,
-        live: this.live,
-        now: this.now,
-        hotkey: hotkey.ss58,
-        platform,
-        pipeline,
-        env: this.env,
-        evaluations: new EvaluationRepo(db),
-        outbox,
-        scored: new ScoredEpochRepo(db),
-        marks,
-        packCache: PackCache.forDataDir(c.dataDir),
-        ...(this.opts.scenarios ? { scenarios: this.opts.scenarios } : {}),
-        specFor: (n) => this.specFor(n),
-        onVerdictQueued: () => this.outboxLoop?.wake(),
-        onEvaluationFinished: (f) => this.archiveInBackground(f),
-        ...(this.opts.logTap ? { logTap: this.opts.logTap } : {}),
-        packFetchAttempts: this.timing.packFetchAttempts,
-        packFetchRetryMs: this.timing.packFetchRetryMs,
-      });
       const winner = new WinnerRefresher({
         platform,
         cache: winnerCache,
@@ -282,41 +270,42 @@ export class Daemon {
       });
       if (chainUp) weights.markConnected();
 
-      const poll = c.platform.pollIntervalMs;
-      // The first weights wait (a little) for the first winner refresh: on a fresh install the
-      // cache is empty and weights set before asking the platform would burn for no reason.
-      let firstRefresh!: () => void;
-      const refreshed = new Promise<void>((resolve) => {
-        firstRefresh = resolve;
-      });
-      this.evalLoop = this.loop({ name: "eval", intervalMs: poll, tick: (s) => evaluator.tick(s) });
+      const winnerTick = async (s: AbortSignal): Promise<undefined> => {
+        try {
+          return await winner.tick(s);
+        } catch (err) {
+          if (!s.aborted)
+            this.live.raise(ALARM.platformUnreachable, `winner/current: ${toValidatorError(err).message}`);
+          throw err;
+        }
+      };
+      // Prime the winner cache before the loops start (as upstream's run()): a fresh install must
+      // not spend its first weights on an empty cache. A failure or a slow platform does not block.
+      const primeCtrl = new AbortController();
+      let primed: "ok" | "failed" | "timeout" = "timeout";
+      const priming = winnerTick(primeCtrl.signal).then(
+        () => {
+          primed = "ok";
+        },
+        (err: unknown) => {
+          if (primeCtrl.signal.aborted) return;
+          primed = "failed";
+          this.log.warn({ err: toValidatorError(err).message }, "daemon.winner_prime_failed");
+        },
+      );
+      await waitFor(priming, this.timing.winnerPrimeMs, this.backgroundCtrl.signal);
+      primeCtrl.abort(SHUTDOWN);
+
       const winnerLoop = this.loop({
         name: "winner",
-        intervalMs: poll,
-        tick: async (s) => {
-          try {
-            return await winner.tick(s);
-          } catch (err) {
-            if (!s.aborted)
-              this.live.raise(ALARM.platformUnreachable, `winner/current: ${toValidatorError(err).message}`);
-            throw err;
-          } finally {
-            firstRefresh();
-          }
-        },
-      });
-      this.outboxLoop = this.loop({
-        name: "outbox",
-        intervalMs: this.timing.outboxPollMs,
-        tick: (s) => this.deliver(s, outbox, platform),
+        intervalMs: this.timing.winnerPollMs,
+        immediate: false,
+        tick: winnerTick,
       });
       const weightsLoop = this.loop({
         name: "weights",
         intervalMs: c.chain.weightsIntervalMs,
-        tick: async (s) => {
-          await waitFor(refreshed, this.timing.firstWinnerWaitMs, s);
-          return weights.tick(s);
-        },
+        tick: (s) => weights.tick(s),
         backoffMs: (n, err) => weights.backoffAfterThrow(n, err),
       });
       const heartbeatLoop = this.loop({
@@ -324,17 +313,55 @@ export class Daemon {
         intervalMs: c.platform.heartbeatIntervalMs,
         tick: (s) => this.heartbeat(s, platform, marks),
       });
-      this.loops = [this.evalLoop, winnerLoop, this.outboxLoop, weightsLoop, heartbeatLoop];
+      this.loops = [winnerLoop, weightsLoop, heartbeatLoop];
+
+      if (pipeline && this.env) {
+        const evaluator = new EpochEvaluator({
+          config: c,
+          log: this.opts.log,
+          live: this.live,
+          now: this.now,
+          hotkey: hotkey.ss58,
+          platform,
+          pipeline,
+          env: this.env,
+          evaluations: new EvaluationRepo(db),
+          outbox,
+          scored: new ScoredEpochRepo(db),
+          marks,
+          packCache: PackCache.forDataDir(c.dataDir),
+          ...(this.opts.scenarios ? { scenarios: this.opts.scenarios } : {}),
+          specFor: (n) => this.specFor(n),
+          onVerdictQueued: () => this.outboxLoop?.wake(),
+          onEvaluationFinished: (f) => this.archiveInBackground(f),
+          ...(this.opts.logTap ? { logTap: this.opts.logTap } : {}),
+          packFetchAttempts: this.timing.packFetchAttempts,
+          packFetchRetryMs: this.timing.packFetchRetryMs,
+        });
+        this.evalLoop = this.loop({
+          name: "eval",
+          intervalMs: c.platform.pollIntervalMs,
+          tick: (s) => evaluator.tick(s),
+        });
+        this.outboxLoop = this.loop({
+          name: "outbox",
+          intervalMs: this.timing.outboxPollMs,
+          tick: (s) => this.deliver(s, outbox, platform),
+        });
+        this.loops.push(this.evalLoop, this.outboxLoop);
+      }
 
       this.state = "running";
-      this.track(this.uploader.replay(this.backgroundCtrl.signal));
+      if (this.uploader) this.track(this.uploader.replay(this.backgroundCtrl.signal));
       for (const l of this.loops) l.start();
       this.log.info(
         {
           hotkey: hotkey.ss58,
+          mode: evaluating ? "eval" : "weight-only",
           platform: c.platform.baseUrl,
           chain: chainUp ? "connected" : "retrying",
-          pollMs: poll,
+          winnerPrimed: primed,
+          loops: this.loops.map((l) => l.name),
           weightsMs: c.chain.weightsIntervalMs,
         },
         "daemon.started",
@@ -439,15 +466,19 @@ export class Daemon {
       const at = marks.get(name)?.at;
       return at === undefined ? undefined : Math.floor(at / 1000);
     };
-    const info = {
-      last_set_weights_at: secs(MARK.lastSetWeightsAt),
-      last_eval_at: secs(MARK.lastEvalAt),
-      // The image digests of the last evaluation (as its verdict reported them), so the platform
-      // can tell which validators ran the same sandbox.
-      harness_image_hash: marks.get(MARK.lastEvalAt)?.detail ?? undefined,
-      llm_model: this.config.llm.defaultModel,
-      llm_base_url: this.config.llm.baseUrl,
-    };
+    // A weight-only validator reports its weight-setting liveness only (validator.py
+    // `_heartbeat_fields`): eval telemetry would describe an evaluator this process is not running.
+    const info = this.config.evaluation.enabled
+      ? {
+          last_set_weights_at: secs(MARK.lastSetWeightsAt),
+          last_eval_at: secs(MARK.lastEvalAt),
+          // The image digests of the last evaluation (as its verdict reported them), so the
+          // platform can tell which validators ran the same sandbox.
+          harness_image_hash: marks.get(MARK.lastEvalAt)?.detail ?? undefined,
+          llm_model: this.config.llm.defaultModel,
+          llm_base_url: this.config.llm.baseUrl,
+        }
+      : { last_set_weights_at: secs(MARK.lastSetWeightsAt) };
     const r = await platform.postHeartbeat(
       Object.fromEntries(Object.entries(info).filter(([, v]) => v !== undefined)),
       { signal },

@@ -45,6 +45,10 @@ export class Loop {
     live.registerLoop(spec.name, spec.intervalMs);
   }
 
+  get name(): string {
+    return this.spec.name;
+  }
+
   get signal(): AbortSignal {
     return this.ctrl.signal;
   }

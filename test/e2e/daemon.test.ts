@@ -3,6 +3,7 @@
  * in-process Engy simulator, real scenarios (spec 900's quick ones); the FakePlatform opening an
  * epoch with a real pack URL it serves (examples/packs/pin.json), the subtensor test node, a btcli
  * wallet file. The second test drives `trajrl-validator run` as a process and stops it with SIGTERM.
+ * The third runs one epoch of upstream's default weight-only mode as a process.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -31,7 +32,8 @@ import { requireDocker } from "../helpers/docker.js";
 
 const ROOT = join(import.meta.dirname, "../..");
 const QUICK = ["binary-flag-hunt", "access-log-regex"];
-const SIM = { LLM_API_KEY: "", ENGY_SIM_SEED: "11", ENGY_SIM_LATENCY_SCALE: "0" };
+/** The evaluating tests: EVAL_ENABLED=1 on the built-in simulator. */
+const SIM = { EVAL_ENABLED: "1", LLM_API_KEY: "", ENGY_SIM_SEED: "11", ENGY_SIM_LATENCY_SCALE: "0" };
 let pinBytes: Buffer;
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -126,6 +128,8 @@ async function inProcessDaemon(w: World) {
       outboxBackoff: { initialMs: 500, factor: 2, maxMs: 5_000, jitter: 0, maxAgeMs: 24 * 3_600_000 },
       weightsBackoff: { transientBaseMs: 200, permanentMaxMs: 2_000 },
       setWeightsTimeoutMs: 30_000,
+      // The test empties the seat mid-run: the winner is polled faster than upstream's 60 s.
+      winnerPollMs: 200,
     },
   });
   cleanups.push(() => daemon.stop());
@@ -136,6 +140,66 @@ async function inProcessDaemon(w: World) {
 const setWeightsOf = (s: TestSubnet) => s.node.received.filter((r) => r.call?.method === "setWeights");
 const accepted = (fake: FakePlatform, epochId: number) =>
   fake.requests("epoch.score").filter((r) => r.path === `/api/v2/epoch/${epochId}/score` && r.status === 200);
+
+describe("daemon e2e, weight-only (upstream's default mode)", () => {
+  it("`run` without EVAL_ENABLED: one epoch opens, nothing is evaluated or fetched, weights follow the platform's winner, the heartbeat is upstream's, stdout stays JSON lines through a dropped chain socket", async () => {
+    const w = await world({ EVAL_ENABLED: "", HEARTBEAT_INTERVAL_S: "1" });
+    // A seat whose uid comes from the platform (the chain puts this hotkey at the winner's uid too).
+    w.fake.winnerResponse = {
+      success: true,
+      winner: { hotkey: w.subnet.winner, uid: w.subnet.uids.winner, pack_hash: "cd".repeat(32), score: 1.2 },
+      finalized_epoch: null,
+      submissions: [],
+    };
+    const epoch = w.fake.openEpoch({
+      packBytes: pinBytes,
+      challengerHotkey: w.subnet.challenger,
+      challengerUid: w.subnet.uids.challenger,
+      specNumber: 900,
+    });
+    const included = () => setWeightsOf(w.subnet).filter((x) => x.outcome === "success");
+    const run = startRun(w.env);
+    cleanups.push(async () => run.child.kill("SIGKILL"));
+
+    await until(() => included().length >= 1, 60_000, "weights for the platform's winner");
+    expect(included()[0]!.call!.args).toMatchObject({ dests: [w.subnet.uids.winner], weights: [65535] });
+    await until(
+      () => w.fake.heartbeats.some((h) => "last_set_weights_at" in h),
+      30_000,
+      "a heartbeat after the weights",
+    );
+    // The chain drops every socket; the daemon reconnects and sets weights in the next window.
+    w.subnet.node.dropConnections();
+    w.subnet.node.advance(5);
+    await until(() => included().length >= 2, 60_000, "weights after the reconnect");
+
+    run.child.kill("SIGTERM");
+    expect(await run.exited, run.stderr()).toBe(0);
+    // No evaluation: the epoch was never asked for, its pack never fetched, nothing posted or archived.
+    expect(w.fake.requests("epoch.current")).toHaveLength(0);
+    expect(w.fake.requests("pack")).toHaveLength(0);
+    expect(w.fake.scores.get(epoch.challenge_epoch_id)).toBeUndefined();
+    expect(w.fake.logs).toHaveLength(0);
+    expect(await leftovers(run.child.pid!)).toBe(0);
+    // Upstream's weight-only heartbeat: the signed envelope and last_set_weights_at only.
+    const allowed = ["hotkey", "last_set_weights_at", "signature", "timestamp", "version"];
+    for (const h of w.fake.heartbeats) for (const k of Object.keys(h)) expect(allowed).toContain(k);
+    // Every stdout line is a JSON log line, the chain's reconnect included.
+    const lines = run.stdout().trimEnd().split("\n");
+    const parsed = lines.map((l) => {
+      try {
+        return JSON.parse(l) as { msg?: string; mode?: string; loops?: string[] };
+      } catch {
+        throw new Error(`a stdout line is not JSON: ${l}`);
+      }
+    });
+    expect(parsed.find((l) => l.msg === "daemon.started")).toMatchObject({
+      mode: "weight-only",
+      loops: ["winner", "weights", "heartbeat"],
+    });
+    expect(parsed.some((l) => l.msg === "chain.disconnected")).toBe(true);
+  }, 300_000);
+});
 
 describe("daemon e2e (real pipeline, simulator, Docker)", () => {
   it("evaluates the epoch, survives a 503, posts one signed verdict, sets and burns weights, and does not re-evaluate after a restart", async () => {

@@ -35,6 +35,8 @@ export const FAST: Partial<DaemonTiming> = {
   setWeightsTimeoutMs: 20_000,
   packFetchAttempts: 2,
   packFetchRetryMs: 50,
+  winnerPollMs: 200,
+  winnerPrimeMs: 5_000,
 };
 
 export interface World {

@@ -107,9 +107,14 @@ export interface TestEnvArgs {
   env?: Record<string, string>;
 }
 
-/** The environment of a daemon wired to the fakes (also what a `run` child process gets). */
+/**
+ * The environment of a daemon wired to the fakes (also what a `run` child process gets). It
+ * evaluates (EVAL_ENABLED=1): most daemon tests are about evaluations; a weight-only test passes
+ * `EVAL_ENABLED: "0"`.
+ */
 export function testEnv(a: TestEnvArgs): Record<string, string> {
   return {
+    EVAL_ENABLED: "1",
     DATA_DIR: a.dataDir,
     LOG_LEVEL: "debug",
     NETWORK: "finney",
@@ -156,6 +161,8 @@ export interface CorePipelineLog {
   calls: Array<{ epochId: number | undefined; specNumber: number | undefined; resumedFrom?: string }>;
   episodes: Array<{ evaluationId: string; scenario: string; attempt: number; outcome: "done" | "aborted" }>;
   probes: number;
+  /** openEnvironment calls (a weight-only daemon makes none). */
+  opened: number;
 }
 
 const PROVENANCE = (config: Config): Provenance => ({
@@ -169,9 +176,10 @@ const PROVENANCE = (config: Config): Provenance => ({
 });
 
 export function corePipeline(o: CorePipelineOptions): { pipeline: Pipeline; seen: CorePipelineLog } {
-  const seen: CorePipelineLog = { calls: [], episodes: [], probes: 0 };
+  const seen: CorePipelineLog = { calls: [], episodes: [], probes: 0, opened: 0 };
   const pipeline: Pipeline = {
     async openEnvironment(config, opts): Promise<EvaluationEnvironment> {
+      seen.opened++;
       return {
         config,
         log: opts.log,

@@ -166,6 +166,94 @@ describe("daemon against the fake platform and the subtensor test node", () => {
     expect(body.harness_image_hash).toMatch(/^sidecar=sha256:[0-9a-f]{64}$/);
   });
 
+  it("weight-only (the default): no evaluation environment, no epoch or pack request; copies the owner's stored row with no seat, then weighs the platform's uid; heartbeats only last_set_weights_at", async () => {
+    const w = await world({ EVAL_ENABLED: "0", HEARTBEAT_INTERVAL_S: "1" });
+    const node = w.subnet.node;
+    // The owner's own weights, as the chain stores them (SubtensorModule.Weights[11][0]).
+    node.setWeightsRow(11, w.subnet.uids.owner, [
+      [w.subnet.uids.challenger, 65535],
+      [w.subnet.uids.winner, 21845],
+    ]);
+    node.advance(1);
+    w.fake.openEpoch({ packBytes: pinBytes, challengerHotkey: w.subnet.challenger, specNumber: 900 });
+    const r = await startDaemon(w, { scenarios: ["alpha"] });
+    const repo = new WeightsRepo(r.daemon.database!);
+
+    await until(() => repo.lastIncluded(11)?.reason === "owner_row", 20_000, "the owner's row copied");
+    expect(setWeightsOf(w.subnet).at(-1)!.call!.args).toMatchObject({
+      dests: [w.subnet.uids.challenger, w.subnet.uids.winner],
+      weights: [65535, 21845],
+    });
+
+    // Seated: the uid the platform gives, even where the chain puts the hotkey elsewhere (as upstream).
+    w.fake.winnerResponse = {
+      ...seat(w.subnet),
+      winner: { ...seat(w.subnet).winner, uid: w.subnet.uids.challenger },
+    };
+    await until(() => (r.live.loops.get("winner")?.ticks ?? 0) >= 2, 10_000, "a winner refresh");
+    node.advance(5);
+    await until(() => repo.lastIncluded(11)?.reason === "winner", 20_000, "weights for the winner");
+    expect(setWeightsOf(w.subnet).at(-1)!.call!.args).toMatchObject({
+      dests: [w.subnet.uids.challenger],
+      weights: [65535],
+    });
+    await until(
+      () => w.fake.heartbeats.some((h) => "last_set_weights_at" in h),
+      10_000,
+      "a heartbeat after weights",
+    );
+
+    expect(r.seen.opened).toBe(0);
+    expect(r.seen.calls).toHaveLength(0);
+    expect(w.fake.requests("epoch.current")).toHaveLength(0);
+    expect(w.fake.requests("pack")).toHaveLength(0);
+    expect([...r.live.loops.keys()].sort()).toEqual(["heartbeat", "weights", "winner"]);
+    // Upstream's weight-only heartbeat: the signed envelope and last_set_weights_at, nothing else.
+    const allowed = ["hotkey", "last_set_weights_at", "signature", "timestamp", "version"];
+    for (const h of w.fake.heartbeats) for (const k of Object.keys(h)) expect(allowed).toContain(k);
+    const last = w.fake.heartbeats.findLast((h) => "last_set_weights_at" in h)!;
+    expect(Object.keys(last).sort()).toEqual([
+      "hotkey",
+      "last_set_weights_at",
+      "signature",
+      "timestamp",
+      "version",
+    ]);
+    expect(w.fake.heartbeats[0]).not.toHaveProperty("last_eval_at");
+    expectEveryExtrinsicVerifies(w.subnet);
+  });
+
+  it("primes the winner once before the loops start (the first weights pay the winner); a platform down at start does not block it; eval ticks never ask for the winner", async () => {
+    const w = await world();
+    w.fake.winnerResponse = seat(w.subnet);
+    const r = await startDaemon(w, { scenarios: ["alpha"] }, { winnerPollMs: 60_000 });
+    // start() returned with the seat cached: the very first weights go to the winner.
+    expect(w.fake.requests("winner.current")).toHaveLength(1);
+    const repo = new WeightsRepo(r.daemon.database!);
+    await until(() => repo.lastIncluded(11) !== undefined, 20_000, "the first weights");
+    expect(repo.recent(11, 10).at(-1)).toMatchObject({ reason: "winner", uids: [w.subnet.uids.winner] });
+    // The eval loop polls the epoch every 0.2 s; the winner is the winner loop's (every 60 s here).
+    await until(() => w.fake.requests("epoch.current").length >= 5, 10_000, "eval ticks");
+    expect(w.fake.requests("winner.current")).toHaveLength(1);
+    await r.daemon.stop();
+
+    // The platform down at start: start() does not wait for it; the winner loop catches up.
+    const down = await world();
+    down.fake.winnerResponse = seat(down.subnet);
+    down.fake.inject("winner.current", { kind: "status", status: 503 });
+    const d = await startDaemon(down, { scenarios: ["alpha"] });
+    expect(d.logs.some((l) => l.includes('"msg":"daemon.winner_prime_failed"'))).toBe(true);
+    expect(JSON.parse(d.logs.find((l) => l.includes('"msg":"daemon.started"'))!)).toMatchObject({
+      mode: "eval",
+      winnerPrimed: "failed",
+    });
+    await until(
+      () => down.fake.requests("winner.current").some((q) => q.status === 200),
+      10_000,
+      "a refresh",
+    );
+  });
+
   it("burns to the owner with no seat, backs off on SettingWeightsTooFast, and survives a dropped websocket", async () => {
     const w = await world();
     const r = await startDaemon(w, { scenarios: ["alpha"] });

@@ -13,6 +13,25 @@ describe("config", () => {
     expect(c.platform.baseUrl).toBe("https://trajrl.com");
   });
 
+  it("weight-only by default, with the plain-mean cross-check (upstream's defaults)", () => {
+    expect(loadConfig({}).evaluation.enabled).toBe(false);
+    expect(loadConfig({}).chain.stakeWeighted).toBe(false);
+    expect(loadConfig({ STAKE_WEIGHTED_CONSENSUS: "true" }).chain.stakeWeighted).toBe(true);
+  });
+
+  // tests/test_validator_modes.py TestEvalEnabledConfig, case for case.
+  it.each(["1", "true", "TRUE", "yes", "on", " 1 "])("EVAL_ENABLED=%j evaluates", (value) => {
+    expect(loadConfig({ EVAL_ENABLED: value }).evaluation.enabled).toBe(true);
+  });
+  it.each(["0", "", "false", "no", "off", "2"])("EVAL_ENABLED=%j stays weight-only", (value) => {
+    expect(loadConfig({ EVAL_ENABLED: value }).evaluation.enabled).toBe(false);
+  });
+  it("EVAL_ENABLED reads any case and surrounding space, and never fails the config", () => {
+    expect(loadConfig({ EVAL_ENABLED: "\tYes\n" }).evaluation.enabled).toBe(true);
+    expect(loadConfig({ EVAL_ENABLED: "On" }).evaluation.enabled).toBe(true);
+    expect(loadConfig({ EVAL_ENABLED: "enabled" }).evaluation.enabled).toBe(false);
+  });
+
   it("an API key turns the simulator off; empty strings mean unset", () => {
     expect(loadConfig({ LLM_API_KEY: "sk-x" }).llm.simulated).toBe(false);
     expect(loadConfig({ LLM_API_KEY: "", EVAL_CONCURRENCY: "" }).llm.simulated).toBe(true);
