@@ -1,6 +1,7 @@
 /**
  * The chain: wallet keys and signing, float → u16 weights, pre-flight checks, error names, the
- * commit-reveal payload, and the @polkadot/api client (PolkadotChainClient). Import this module
+ * commit-reveal payload, and the @polkadot/api client (PolkadotChainClient: connect and startup
+ * checks in polkadot.ts, reads in snapshot.ts, set_weights in extrinsic.ts). Import this module
  * lazily (dynamic import) from CLI handlers: it loads @polkadot/api.
  */
 export {
