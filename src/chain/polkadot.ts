@@ -7,6 +7,7 @@ import { ApiPromise, WsProvider } from "@polkadot/api";
 import { InfraError, InputError, isAbortError } from "../errors.js";
 import { type Logger, safeUrl, silentLogger } from "../log.js";
 import { withDeadline } from "./codec.js";
+import { routePolkadotLogs } from "./console-bridge.js";
 import { WeightsSender } from "./extrinsic.js";
 import type { Hotkey } from "./keys.js";
 import { GENESIS_HASHES, REQUIRED_CALLS, REQUIRED_STORAGE, STAKE_STORAGE } from "./networks.js";
@@ -84,6 +85,8 @@ export class PolkadotChainClient implements ChainClient {
       ...opts,
     };
     this.log = (opts.log ?? silentLogger).child({ mod: "chain", endpoint: safeUrl(opts.endpoint) });
+    // @polkadot/api writes its own lines (API-WS: disconnected …) to the console: into our log instead.
+    if (opts.log) routePolkadotLogs(this.log);
   }
 
   get isConnected(): boolean {

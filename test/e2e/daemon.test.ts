@@ -142,7 +142,7 @@ const accepted = (fake: FakePlatform, epochId: number) =>
   fake.requests("epoch.score").filter((r) => r.path === `/api/v2/epoch/${epochId}/score` && r.status === 200);
 
 describe("daemon e2e, weight-only (upstream's default mode)", () => {
-  it("`run` without EVAL_ENABLED: one epoch opens, nothing is evaluated or fetched, weights follow the platform's winner, the heartbeat is upstream's, stdout stays JSON lines through a dropped chain socket", async () => {
+  it("`run` without EVAL_ENABLED: one epoch opens, nothing is evaluated or fetched, weights follow the platform's winner, the heartbeat is upstream's, stdout stays JSON lines through a dropped chain socket (@polkadot/api's lines routed through pino)", async () => {
     const w = await world({ EVAL_ENABLED: "", HEARTBEAT_INTERVAL_S: "1" });
     // A seat whose uid comes from the platform (the chain puts this hotkey at the winner's uid too).
     w.fake.winnerResponse = {
@@ -188,7 +188,7 @@ describe("daemon e2e, weight-only (upstream's default mode)", () => {
     const lines = run.stdout().trimEnd().split("\n");
     const parsed = lines.map((l) => {
       try {
-        return JSON.parse(l) as { msg?: string; mode?: string; loops?: string[] };
+        return JSON.parse(l) as { msg?: string; mode?: string; loops?: string[]; origin?: string };
       } catch {
         throw new Error(`a stdout line is not JSON: ${l}`);
       }
@@ -198,6 +198,9 @@ describe("daemon e2e, weight-only (upstream's default mode)", () => {
       loops: ["winner", "weights", "heartbeat"],
     });
     expect(parsed.some((l) => l.msg === "chain.disconnected")).toBe(true);
+    // @polkadot/api's own "API-WS: disconnected …" came through pino, not as a bare console line.
+    expect(parsed.some((l) => l.msg === "chain.polkadot" && l.origin === "API-WS")).toBe(true);
+    expect(run.stderr()).not.toMatch(/API-WS|RPC-CORE|API\/INIT|REGISTRY/);
   }, 300_000);
 });
 
