@@ -20,13 +20,7 @@ import type { Config } from "../config.js";
 import { InfraError, InputError, toValidatorError, ValidatorError } from "../errors.js";
 import { SHUTDOWN } from "../evaluation/index.js";
 import type { Logger } from "../log.js";
-import {
-  type BackoffPolicy,
-  DEFAULT_BACKOFF,
-  deliverDueVerdicts,
-  PackCache,
-  PlatformClient,
-} from "../platform/index.js";
+import { deliverDueVerdicts, PackCache, PlatformClient } from "../platform/index.js";
 import { LiveStatus } from "../status/index.js";
 import {
   type Db,
@@ -41,68 +35,15 @@ import {
   WinnerCacheRepo,
 } from "../store/index.js";
 import { VERSION } from "../version.js";
-import { evalIdOf } from "./decide.js";
 import { ALARM, EpochEvaluator, type FinishedEvaluation } from "./eval-loop.js";
-import { type ArchiveEntry, collectFiles, type LogTap } from "./log-archive.js";
-import { LogUploader } from "./log-uploads.js";
+import { heartbeatInfo } from "./heartbeat.js";
+import type { LogTap } from "./log-archive.js";
+import { archiveEvaluation, LogUploader } from "./log-uploads.js";
 import { Loop } from "./loop.js";
 import { type EvaluationEnvironment, loadPipeline, type Pipeline } from "./pipeline.js";
+import { type DaemonTiming, DEFAULT_TIMING, UPSTREAM_OWNER_UID, waitFor } from "./timing.js";
 import { WeightSetter } from "./weights-loop.js";
-import { DEFAULT_WEIGHTS_BACKOFF, type WeightsBackoff } from "./weights-plan.js";
 import { WinnerRefresher } from "./winner-loop.js";
-
-export interface DaemonTiming {
-  /** How often the outbox looks for due verdicts (a fresh verdict wakes it at once). */
-  outboxPollMs: number;
-  /** The outbox's retry schedule (5 s × 2ⁿ up to 5 min by default). */
-  outboxBackoff: BackoffPolicy;
-  weightsBackoff: Omit<WeightsBackoff, "intervalMs">;
-  /** Budget from submission to inclusion of one set_weights. */
-  setWeightsTimeoutMs: number;
-  /** Pack fetch attempts for failures that may pass (5xx, timeouts) before the pack counts as rejected. */
-  packFetchAttempts: number;
-  packFetchRetryMs: number;
-  /** How long stop() waits for the evaluation to wind down (its episodes clean up). */
-  evaluationGraceMs: number;
-  /** How long stop() waits for the outbox attempt in flight (the score POST has a 30 s deadline). */
-  outboxGraceMs: number;
-  /** The winner loop's cadence (upstream's `_WINNER_POLL_INTERVAL`, 60 s). */
-  winnerPollMs: number;
-  /** How long start() waits for the priming winner refresh; a failure or a timeout does not block the start. */
-  winnerPrimeMs: number;
-}
-
-export const DEFAULT_TIMING: DaemonTiming = {
-  outboxPollMs: 5_000,
-  outboxBackoff: DEFAULT_BACKOFF,
-  weightsBackoff: DEFAULT_WEIGHTS_BACKOFF,
-  setWeightsTimeoutMs: 120_000,
-  packFetchAttempts: 3,
-  packFetchRetryMs: 2_000,
-  evaluationGraceMs: 90_000,
-  outboxGraceMs: 35_000,
-  winnerPollMs: 60_000,
-  winnerPrimeMs: 20_000,
-};
-
-/** validator.py OWNER_UID: the uid upstream burns to on finney's subnet 11 (we burn to the owner hotkey's uid). */
-export const UPSTREAM_OWNER_UID = { network: "finney", netuid: 11, uid: 74 } as const;
-
-/** Resolve when `p` settles, `ms` pass, or `signal` aborts, whichever comes first. */
-async function waitFor(p: Promise<unknown>, ms: number, signal: AbortSignal): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  let onAbort: (() => void) | undefined;
-  await Promise.race([
-    p,
-    new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, ms);
-      onAbort = resolve;
-      signal.addEventListener("abort", onAbort, { once: true });
-    }),
-  ]);
-  clearTimeout(timer);
-  if (onAbort) signal.removeEventListener("abort", onAbort);
-}
 
 export interface DaemonOptions {
   config: Config;
@@ -462,27 +403,8 @@ export class Daemon {
     platform: PlatformClient,
     marks: PlatformMarksRepo,
   ): Promise<undefined> {
-    const secs = (name: string) => {
-      const at = marks.get(name)?.at;
-      return at === undefined ? undefined : Math.floor(at / 1000);
-    };
-    // A weight-only validator reports its weight-setting liveness only (validator.py
-    // `_heartbeat_fields`): eval telemetry would describe an evaluator this process is not running.
-    const info = this.config.evaluation.enabled
-      ? {
-          last_set_weights_at: secs(MARK.lastSetWeightsAt),
-          last_eval_at: secs(MARK.lastEvalAt),
-          // The image digests of the last evaluation (as its verdict reported them), so the
-          // platform can tell which validators ran the same sandbox.
-          harness_image_hash: marks.get(MARK.lastEvalAt)?.detail ?? undefined,
-          llm_model: this.config.llm.defaultModel,
-          llm_base_url: this.config.llm.baseUrl,
-        }
-      : { last_set_weights_at: secs(MARK.lastSetWeightsAt) };
-    const r = await platform.postHeartbeat(
-      Object.fromEntries(Object.entries(info).filter(([, v]) => v !== undefined)),
-      { signal },
-    );
+    const info = heartbeatInfo({ evaluating: this.config.evaluation.enabled, marks, llm: this.config.llm });
+    const r = await platform.postHeartbeat(info, { signal });
     // Uploads that did not go through earlier (platform down) get another chance on this cadence.
     if (this.uploader && !signal.aborted) await this.uploader.replay(signal).catch(() => undefined);
     if (r.ok) {
@@ -517,35 +439,7 @@ export class Daemon {
   private archiveInBackground(f: FinishedEvaluation): void {
     const uploader = this.uploader;
     if (!uploader) return;
-    const run = async () => {
-      const entries: ArchiveEntry[] = [
-        { name: "verdict.json", data: Buffer.from(`${JSON.stringify(f.verdict, null, 1)}\n`) },
-        ...(f.log !== null ? [{ name: "validator.log", data: Buffer.from(f.log) }] : []),
-      ];
-      if (f.evaluationId) {
-        const { entries: files, skipped } = await collectFiles(
-          join(this.config.dataDir, "runs", f.evaluationId),
-          "artifacts",
-        );
-        entries.push(...files);
-        if (skipped.length)
-          entries.push({ name: "SKIPPED.txt", data: Buffer.from(`${skipped.join("\n")}\n`) });
-      }
-      const u = await uploader.archive({
-        evalId: evalIdOf(f.plan.epochId, f.startedAtMs),
-        epochId: f.plan.epochId,
-        meta: {
-          miner_hotkey: f.plan.challengerHotkey,
-          miner_uid: f.plan.challengerUid,
-          block_height: f.blockHeight,
-          pack_hash: f.plan.packHash,
-          epoch_number: f.plan.epochId,
-          spec_number: f.verdict.spec_number,
-        },
-        entries,
-      });
-      await uploader.upload(u, this.backgroundCtrl.signal);
-    };
+    const run = () => archiveEvaluation(uploader, f, this.config.dataDir, this.backgroundCtrl.signal);
     this.track(
       run().catch((err: unknown) =>
         this.log.warn({ epoch: f.plan.epochId, err: toValidatorError(err).message }, "logs.archive_failed"),

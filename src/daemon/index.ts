@@ -2,7 +2,7 @@
  * The daemon's public face: `Daemon` (start/stop), the log tap for per-evaluation archives, and the
  * pure decisions of its loops (exported for tests and the status page). See ./README.md.
  */
-export { Daemon, type DaemonOptions, type DaemonTiming, DEFAULT_TIMING } from "./daemon.js";
+export { Daemon, type DaemonOptions } from "./daemon.js";
 export {
   discardRetryDelayMs,
   type EpochFacts,
@@ -15,6 +15,7 @@ export {
   progressStateOf,
 } from "./decide.js";
 export { ALARM } from "./eval-loop.js";
+export { heartbeatInfo } from "./heartbeat.js";
 export {
   type ArchiveEntry,
   type BuiltArchive,
@@ -24,7 +25,7 @@ export {
   LogTap,
   planTruncation,
 } from "./log-archive.js";
-export { LogUploader, MAX_UPLOAD_ATTEMPTS, REPLAY_WINDOW_MS } from "./log-uploads.js";
+export { archiveEvaluation, LogUploader, MAX_UPLOAD_ATTEMPTS, REPLAY_WINDOW_MS } from "./log-uploads.js";
 export { Loop, type LoopSpec, loopBackoffMs } from "./loop.js";
 export {
   type EvaluationEnvironment,
@@ -33,6 +34,7 @@ export {
   type PackEvaluationRequest,
   type Pipeline,
 } from "./pipeline.js";
+export { type DaemonTiming, DEFAULT_TIMING, UPSTREAM_OWNER_UID } from "./timing.js";
 export {
   BLOCK_TIME_MS,
   DEFAULT_WEIGHTS_BACKOFF,

@@ -11,7 +11,9 @@ import { z } from "zod";
 import type { Logger } from "../log.js";
 import { MAX_LOG_ARCHIVE_BYTES, type PlatformClient } from "../platform/index.js";
 import type { LogUpload, LogUploadRepo } from "../store/index.js";
-import { type ArchiveEntry, buildArchive } from "./log-archive.js";
+import { evalIdOf } from "./decide.js";
+import type { FinishedEvaluation } from "./eval-loop.js";
+import { type ArchiveEntry, buildArchive, collectFiles } from "./log-archive.js";
 
 /** The Python daemon replays the last 2 days of pending uploads (validator.py `_replay_pending_uploads`). */
 export const REPLAY_WINDOW_MS = 2 * 24 * 60 * 60 * 1000;
@@ -138,4 +140,42 @@ function dropUndefined(o: Record<string, string | number | undefined>): Record<s
   const out: Record<string, string | number> = {};
   for (const [k, v] of Object.entries(o)) if (v !== undefined) out[k] = v;
   return out;
+}
+
+/**
+ * One evaluation's log archive: verdict.json, the daemon's lines written while it ran, and its
+ * artifacts (DATA_DIR/runs/<evaluation>); recorded, then uploaded.
+ */
+export async function archiveEvaluation(
+  uploader: LogUploader,
+  f: FinishedEvaluation,
+  dataDir: string,
+  signal: AbortSignal,
+): Promise<void> {
+  const entries: ArchiveEntry[] = [
+    { name: "verdict.json", data: Buffer.from(`${JSON.stringify(f.verdict, null, 1)}\n`) },
+    ...(f.log !== null ? [{ name: "validator.log", data: Buffer.from(f.log) }] : []),
+  ];
+  if (f.evaluationId) {
+    const { entries: files, skipped } = await collectFiles(
+      join(dataDir, "runs", f.evaluationId),
+      "artifacts",
+    );
+    entries.push(...files);
+    if (skipped.length) entries.push({ name: "SKIPPED.txt", data: Buffer.from(`${skipped.join("\n")}\n`) });
+  }
+  const u = await uploader.archive({
+    evalId: evalIdOf(f.plan.epochId, f.startedAtMs),
+    epochId: f.plan.epochId,
+    meta: {
+      miner_hotkey: f.plan.challengerHotkey,
+      miner_uid: f.plan.challengerUid,
+      block_height: f.blockHeight,
+      pack_hash: f.plan.packHash,
+      epoch_number: f.plan.epochId,
+      spec_number: f.verdict.spec_number,
+    },
+    entries,
+  });
+  await uploader.upload(u, signal);
 }

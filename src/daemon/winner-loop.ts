@@ -5,7 +5,7 @@
  */
 import type { Logger } from "../log.js";
 import type { PlatformClient, WinnerCurrent } from "../platform/index.js";
-import type { LiveStatus } from "../status/live.js";
+import type { LiveStatus } from "../status/index.js";
 import type { WinnerCacheRepo } from "../store/index.js";
 import { ALARM } from "./eval-loop.js";
 import {
