@@ -14,9 +14,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { loadConfig } from "../src/config.js";
-import { openEnvironment, prepareImages } from "../src/environment/index.js";
+import { openEnvironment } from "../src/environment/index.js";
 import type { Verdict } from "../src/evaluation/index.js";
-import { evaluatePack, scenariosFor } from "../src/evaluation/index.js";
+import { evaluatePack, resolveRequest } from "../src/evaluation/index.js";
 import { createLogger } from "../src/log.js";
 import { loadPack } from "../src/pack/index.js";
 
@@ -61,7 +61,7 @@ async function main(): Promise<void> {
         specNumber: Number(values.spec),
         ...(scenarioNames ? { scenarios: scenarioNames } : {}),
       };
-      await prepareImages(env, scenariosFor(env, req).scenarios);
+      await env.bench.prepare(resolveRequest(env, req));
       const t0 = performance.now();
       const r = await evaluatePack(env, {
         pack: loadPack(packBytes),

@@ -18,8 +18,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { loadConfig } from "../src/config.js";
-import { openEnvironment, prepareImages } from "../src/environment/index.js";
-import { evaluatePack, scenariosFor } from "../src/evaluation/index.js";
+import { openEnvironment } from "../src/environment/index.js";
+import { evaluatePack, resolveRequest } from "../src/evaluation/index.js";
 import { createLogger } from "../src/log.js";
 import { loadPack } from "../src/pack/index.js";
 import { LABEL } from "../src/sandbox/labels.js";
@@ -79,7 +79,7 @@ async function main(): Promise<void> {
   const samples: Sample[] = [];
   const session = env.sandbox.session.id;
   try {
-    await prepareImages(env, scenariosFor(env, { scenarios }).scenarios);
+    await env.bench.prepare(resolveRequest(env, { scenarios }));
     const t0 = performance.now();
     const deadline = t0 + minutes * 60_000;
     process.stdout.write(

@@ -70,6 +70,18 @@ export const ENV_SCHEMA = {
   AGENT_IMAGE: optional(z.string()),
   AGENT_COMMAND: optional(z.string()),
   SIDECAR_IMAGE: optional(z.string()),
+  // The subnet's benchmark (trajrl-bench) from a registry
+  BENCH_SOURCE: optional(z.enum(["registry", "builtin"])),
+  BENCH_IMAGE: optional(z.string().regex(/^[^\s]+$/, "an image reference")),
+  IMAGE_CHANNEL: z
+    .string()
+    .regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/, "a tag")
+    .default("latest"),
+  VERIFIER_NETWORK: optional(z.enum(["bridge", "none"])),
+  SUBNET_SPECS_FILE: optional(z.string()),
+  REGISTRY_USERNAME: optional(z.string()),
+  REGISTRY_PASSWORD: optional(z.string()),
+  STRICT_PROVENANCE: bool.default(false),
   EPISODE_SUBNET_POOL: z.string().default("10.213.0.0/16"),
   DOCKER_SOCKET: z.string().default("/var/run/docker.sock"),
   DAEMON_IN_CONTAINER: optional(bool),
@@ -127,6 +139,17 @@ export interface Config {
     agentImage: string | undefined;
     agentCommand: string | undefined;
     sidecarImage: string | undefined;
+    /** BENCH_SOURCE: undefined → the command's default (`run`: registry on a real network; `eval`: builtin). */
+    benchSource: "registry" | "builtin" | undefined;
+    /** BENCH_IMAGE, else upstream's ghcr.io/trajectoryrl/sandbox-agent:{IMAGE_CHANNEL}. */
+    benchImage: string | undefined;
+    imageChannel: string;
+    /** VERIFIER_NETWORK: undefined → `bridge` for the registry bench (upstream's), `none` for the built-in suite. */
+    verifierNetwork: "bridge" | "none" | undefined;
+    subnetSpecsFile: string | undefined;
+    registryUsername: string | undefined;
+    registryPassword: string | undefined;
+    strictProvenance: boolean;
     subnetPool: string;
     dockerSocket: string;
     daemonInContainer: boolean | undefined;
@@ -198,6 +221,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       agentImage: e.AGENT_IMAGE,
       agentCommand: e.AGENT_COMMAND,
       sidecarImage: e.SIDECAR_IMAGE,
+      benchSource: e.BENCH_SOURCE,
+      benchImage: e.BENCH_IMAGE,
+      imageChannel: e.IMAGE_CHANNEL,
+      verifierNetwork: e.VERIFIER_NETWORK,
+      subnetSpecsFile: e.SUBNET_SPECS_FILE ? resolve(expandHome(e.SUBNET_SPECS_FILE)) : undefined,
+      registryUsername: e.REGISTRY_USERNAME,
+      registryPassword: e.REGISTRY_PASSWORD,
+      strictProvenance: e.STRICT_PROVENANCE,
       subnetPool: e.EPISODE_SUBNET_POOL,
       dockerSocket: e.DOCKER_SOCKET,
       daemonInContainer: e.DAEMON_IN_CONTAINER,

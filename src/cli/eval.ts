@@ -18,6 +18,8 @@ interface EvalFlags {
   out?: string;
   json?: boolean;
   seed?: string;
+  bench?: string;
+  strictProvenance?: boolean;
 }
 
 function positiveInt(name: string, v: string | undefined): number | undefined {
@@ -48,26 +50,34 @@ export function registerEval(program: Command): void {
     .option("--concurrency <n>", "episodes in parallel (default: EVAL_CONCURRENCY, 3)")
     .option("--out <dir>", "per-episode artifacts and report.html go here")
     .option("--seed <n>", "simulator seed (only without LLM_API_KEY; default ENGY_SIM_SEED)")
+    .option(
+      "--bench <ref>",
+      "run the subnet's benchmark from this trajrl-bench image (e.g. ghcr.io/trajectoryrl/sandbox-agent:latest); default: the built-in suite",
+    )
+    .option(
+      "--strict-provenance",
+      "an answer no metered model call produced fails its episode with quality 0 (local rule; the subnet only reports it)",
+    )
     .option("--json", "print the verdicts as JSON instead of tables")
     .action(async (packs: string[], flags: EvalFlags) => {
       const { loadConfig } = await import("../config.js");
       const { createLogger } = await import("../log.js");
-      const { openEnvironment, prepareImages } = await import("../environment/index.js");
+      const { openEnvironment } = await import("../environment/index.js");
       const {
         evaluatePack,
-        scenariosFor,
+        resolveRequest,
         ProgressView,
         verdictTable,
         leaderboard,
         renderReport,
         SHUTDOWN,
-        fmtSecs,
       } = await import("../evaluation/index.js");
       const { loadPack } = await import("../pack/index.js");
       const pino = (await import("pino")).default;
 
       const env0: Record<string, string | undefined> = { ...process.env };
       if (flags.seed !== undefined) env0.ENGY_SIM_SEED = flags.seed;
+      if (flags.strictProvenance) env0.STRICT_PROVENANCE = "1";
       const config = loadConfig(env0);
       const concurrency = positiveInt("--concurrency", flags.concurrency) ?? config.evaluation.concurrency;
       const spec = flags.spec === undefined ? undefined : Number(flags.spec);
@@ -115,30 +125,38 @@ export function registerEval(program: Command): void {
       process.on("SIGINT", onSignal);
       process.on("SIGTERM", onSignal);
 
-      const env = await openEnvironment(config, { log });
+      const env = await openEnvironment(config, {
+        log,
+        ...(flags.bench ? { bench: "registry" as const, benchRef: flags.bench } : {}),
+      });
       const view = new ProgressView(process.stdout);
       const results: Array<{ label: string; result: Awaited<ReturnType<typeof evaluatePack>> }> = [];
       try {
-        const { spec: specUsed, scenarios } = scenariosFor(env, {
+        const resolved = resolveRequest(env, {
           ...(spec !== undefined ? { specNumber: spec } : {}),
           ...(scenarioNames ? { scenarios: scenarioNames } : {}),
         });
         out(
-          `${config.llm.simulated ? "Engy simulator (no LLM_API_KEY set)" : `metering ${config.llm.baseUrl}`} · spec ${specUsed} · ${scenarios.length} scenarios · concurrency ${concurrency} · cap $${config.llm.episodeCapUsd} per episode`,
+          `${config.llm.simulated ? "Engy simulator (no LLM_API_KEY set)" : `metering ${config.llm.baseUrl}`} · ${env.bench.label} · spec ${resolved.spec} · ${resolved.names.length} scenarios · concurrency ${concurrency} · cap $${resolved.episodeCapUsd} per episode`,
         );
         out(`logs: ${logFile}`);
-        const t0 = performance.now();
-        let built = 0;
-        await prepareImages(env, scenarios, {
-          signal: ac.signal,
-          onImage: (name, didBuild) => {
-            if (didBuild) {
-              built++;
-              out(`  built image ${name}`);
-            }
-          },
-        });
-        out(`images ready (${built} built, ${fmtSecs(performance.now() - t0)})`);
+        // Images are built or pulled as each pack's evaluation starts (cached after the first).
+        const seen = new Set<string>();
+        const onBenchProgress = (p: {
+          image: string;
+          ref: string;
+          phase: string;
+          ms?: number;
+          note?: string;
+        }) => {
+          if (p.phase === "pulling" || seen.has(`${p.image}:${p.phase}`)) return;
+          seen.add(`${p.image}:${p.phase}`);
+          if (p.phase === "ready")
+            out(`  ${env.bench.kind === "registry" ? "pulled" : "built"} image ${p.image} (${p.ref})`);
+          if (p.phase === "fallback")
+            out(`  WARNING: pulling ${p.ref} failed (${p.note}); using the cached image`);
+        };
+        const scenarios = resolved.names.map((name) => ({ name }));
 
         for (const input of inputs) {
           if (ac.signal.aborted) break;
@@ -156,6 +174,7 @@ export function registerEval(program: Command): void {
             concurrency,
             signal: ac.signal,
             onEvent: (e) => view.onEvent(e),
+            onBenchProgress,
           });
           view.stop();
           results.push({ label: input.label, result });

@@ -65,6 +65,21 @@ export interface DaemonOptions {
 
 type State = "new" | "starting" | "running" | "stopping" | "stopped";
 
+/**
+ * Which bench the daemon evaluates on: BENCH_SOURCE, else the subnet's benchmark on a real network
+ * and the built-in suite on a local chain. The built-in suite never produces a vote on the subnet:
+ * asking for it there is refused at start.
+ */
+export function benchFor(c: Config): "builtin" | "registry" {
+  const bench = c.evaluation.benchSource ?? (c.chain.network === "local" ? "builtin" : "registry");
+  if (bench === "builtin" && c.chain.network !== "local")
+    throw new InputError(
+      "builtin_bench_on_subnet",
+      `BENCH_SOURCE=builtin cannot vote on ${c.chain.network}: the subnet scores packs on trajrl-bench (unset BENCH_SOURCE, or set NETWORK=local to rehearse on the built-in suite)`,
+    );
+  return bench;
+}
+
 export class Daemon {
   readonly live: LiveStatus;
   private readonly config: Config;
@@ -159,7 +174,13 @@ export class Daemon {
       // Weight-only (upstream's default) never opens the evaluation environment: no Docker, no meter.
       const evaluating = c.evaluation.enabled;
       const pipeline = evaluating ? (this.opts.pipeline ?? (await loadPipeline())) : undefined;
-      if (pipeline) this.env = await pipeline.openEnvironment(c, { log: this.opts.log, live: this.live, db });
+      if (pipeline)
+        this.env = await pipeline.openEnvironment(c, {
+          log: this.opts.log,
+          live: this.live,
+          db,
+          bench: benchFor(c),
+        });
 
       this.platform = new PlatformClient({
         baseUrl: c.platform.baseUrl,
@@ -418,6 +439,11 @@ export class Daemon {
 
   /** A spec's maximum score (Σ of per-scenario scores in [0, 1]: its scenario count), for the seat check. */
   private async maxScoreOf(spec: number): Promise<number | undefined> {
+    if (this.config.chain.network !== "local") {
+      const { loadSubnetSpecs } = await import("../bench/index.js");
+      return (await loadSubnetSpecs(this.config.evaluation.subnetSpecsFile)).specs.get(spec)?.scenarios
+        .length;
+    }
     const { loadCatalogue } = await import("../scenarios/index.js");
     const catalogue = await loadCatalogue(this.config.evaluation.scenariosDir);
     return catalogue.specs.specs.get(spec)?.length;
@@ -427,6 +453,10 @@ export class Daemon {
   private async specFor(requested: number | null): Promise<number> {
     const want = requested ?? this.config.evaluation.specNumber;
     try {
+      if (this.config.chain.network !== "local") {
+        const { loadSubnetSpecs, resolveSubnetSpec } = await import("../bench/index.js");
+        return resolveSubnetSpec(await loadSubnetSpecs(this.config.evaluation.subnetSpecsFile), want).spec;
+      }
       const { loadCatalogue, resolveSpecOrDefault } = await import("../scenarios/index.js");
       return resolveSpecOrDefault(await loadCatalogue(this.config.evaluation.scenariosDir), want).spec;
     } catch (err) {

@@ -175,9 +175,8 @@ const clamp01 = (x: number) => (Number.isFinite(x) ? Math.min(1, Math.max(0, x))
 /**
  * The verdict for a pack that could not be fetched: a rejection, score 0, posted like any verdict.
  * The Python daemon folds fetch and hash failures alike into `pack_verify_failed` (validator.py
- * `_score_challenger`, miner_eval.py SKIP_PACK_VERIFY). The detail reads like every rejection the
- * pipeline posts, `code: message`; the message names the fetch error's code, never its text (which
- * may hold the pack's signed URL).
+ * `_score_challenger`, miner_eval.py SKIP_PACK_VERIFY) and posts the bare code, as for every
+ * rejection; our log names the fetch error's code, never its text (it may hold the signed URL).
  */
 export function packFetchRejection(args: {
   specNumber: number;
@@ -185,8 +184,6 @@ export function packFetchRejection(args: {
   llmModel: string;
   harnessName: string;
   harnessVersion: string;
-  /** The fetch error's code (e.g. pack_fetch_failed, pack_too_large). */
-  reason: string;
 }): ScoreVerdict {
   return {
     spec_number: args.specNumber,
@@ -194,7 +191,7 @@ export function packFetchRejection(args: {
       score: 0,
       qualified: false,
       rejected: true,
-      rejection_detail: `pack_verify_failed: the pack could not be fetched (${args.reason})`,
+      rejection_detail: "pack_verify_failed",
     },
     llm_base_url: args.llmBaseUrl,
     llm_model: args.llmModel,

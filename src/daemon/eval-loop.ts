@@ -25,6 +25,7 @@ import {
   type ScoredEpochRepo,
   type VerdictOutboxRepo,
 } from "../store/index.js";
+import { LOCKED_LLM_BASE_URL, LOCKED_LLM_MODEL_LABEL } from "../subnet.js";
 import { HARNESS_NAME, VERSION } from "../version.js";
 import {
   discardRetryDelayMs,
@@ -187,11 +188,10 @@ export class EpochEvaluator {
       log.warn({ code: e.code, err: e.message }, "eval.pack_unavailable");
       const verdict = packFetchRejection({
         specNumber: await d.specFor(plan.specNumber),
-        llmBaseUrl: d.config.llm.baseUrl,
-        llmModel: d.config.llm.defaultModel,
+        llmBaseUrl: LOCKED_LLM_BASE_URL,
+        llmModel: LOCKED_LLM_MODEL_LABEL,
         harnessName: HARNESS_NAME,
         harnessVersion: VERSION,
-        reason: e.code,
       });
       this.queue(plan, verdict, log);
       d.onEvaluationFinished?.({ plan, evaluationId: null, verdict, blockHeight, log: null, startedAtMs });

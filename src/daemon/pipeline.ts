@@ -29,7 +29,7 @@ export type PackEvaluation = EvaluationResult;
 export interface Pipeline {
   openEnvironment(
     config: Config,
-    opts: { log: Logger; live?: LiveStatus; db?: Db },
+    opts: { log: Logger; live?: LiveStatus; db?: Db; bench?: "builtin" | "registry" },
   ): Promise<EvaluationEnvironment>;
   evaluatePack(env: EvaluationEnvironment, req: PackEvaluationRequest): Promise<PackEvaluation>;
   toScoreVerdict(v: Verdict): ScoreVerdict;

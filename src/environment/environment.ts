@@ -4,14 +4,22 @@
  * (or the in-process Engy simulator when no LLM_API_KEY is set), the Docker sandbox and the
  * images. `eval`, the daemon, the benchmarks and the tests all open it here.
  */
-import { ProjectImages } from "../bench/index.js";
+import {
+  type BenchSource,
+  BuiltinBench,
+  benchImageRef,
+  loadSubnetSpecs,
+  ProjectImages,
+  RegistryBench,
+} from "../bench/index.js";
 import type { Config } from "../config.js";
 import type { EvaluationEnvironment, EvaluationSettings } from "../evaluation/index.js";
 import type { Logger } from "../log.js";
 import { loadAllowlist, loadPriceTable, Meter, type Receipt, type ReceiptSink } from "../meter/index.js";
+import { sdkSingleFile } from "../policy/index.js";
 import { ALLOWLIST_FILE, PRICE_TABLE_FILE, REPO_ROOT } from "../repo.js";
 import { Sandbox } from "../sandbox/index.js";
-import { type Catalogue, loadCatalogue, type Scenario } from "../scenarios/index.js";
+import { type Catalogue, loadCatalogue } from "../scenarios/index.js";
 import { LiveStatus } from "../status/index.js";
 import { type Db, EvaluationRepo, openDb, ReceiptRepo } from "../store/index.js";
 
@@ -20,6 +28,7 @@ export interface Environment extends EvaluationEnvironment {
   db: Db;
   live: LiveStatus;
   meter: Meter;
+  /** The built-in suite's images. */
   images: ProjectImages;
   catalogue: Catalogue;
   priceTableHash: string;
@@ -34,6 +43,12 @@ export interface OpenEnvironmentOptions {
   db?: Db;
   /** Shorter per-episode timeouts (tests). */
   episodeTimeouts?: EvaluationSettings["episodeTimeouts"];
+  /**
+   * Which bench the evaluations run; default BENCH_SOURCE, else the built-in suite. `benchRef`
+   * overrides BENCH_IMAGE / IMAGE_CHANNEL for the registry source (`eval --bench REF`).
+   */
+  bench?: "builtin" | "registry";
+  benchRef?: string;
 }
 
 /** Receipts go to SQLite and, as they are flushed, to the live status (metrics, status page). */
@@ -68,10 +83,10 @@ function settingsOf(config: Config, opts: OpenEnvironmentOptions): EvaluationSet
     dataDir: config.dataDir,
     concurrency: config.evaluation.concurrency,
     specNumber: config.evaluation.specNumber,
-    episodeCapUsd: config.llm.episodeCapUsd,
     defaultModel: config.llm.defaultModel,
     agentCommand: config.evaluation.agentCommand,
     episodeTimeouts: opts.episodeTimeouts,
+    strictProvenance: config.evaluation.strictProvenance,
     llm: { baseUrl: config.llm.baseUrl, simulated: config.llm.simulated },
   };
 }
@@ -138,6 +153,31 @@ export async function openEnvironment(config: Config, opts: OpenEnvironmentOptio
       log: log.child({ component: "images" }),
     });
 
+    const kind = opts.bench ?? config.evaluation.benchSource ?? "builtin";
+    let bench: BenchSource;
+    if (kind === "registry") {
+      const sdk = sdkSingleFile();
+      bench = new RegistryBench({
+        docker: sandbox.docker,
+        session: sandbox.session,
+        ref: opts.benchRef ?? benchImageRef(config.evaluation.benchImage, config.evaluation.imageChannel),
+        specs: await loadSubnetSpecs(config.evaluation.subnetSpecsFile),
+        sdk: { entry: sdk.name, files: [{ path: sdk.name, data: sdk.content }] },
+        verifierNetwork: config.evaluation.verifierNetwork ?? "bridge",
+        credentials: {
+          username: config.evaluation.registryUsername,
+          password: config.evaluation.registryPassword,
+        },
+        log: log.child({ component: "bench" }),
+      });
+    } else {
+      bench = new BuiltinBench(catalogue, images, {
+        episodeCapUsd: config.llm.episodeCapUsd,
+        defaultSpec: config.evaluation.specNumber,
+      });
+    }
+    log.info({ bench: bench.label }, "environment.bench");
+
     let closed = false;
     return {
       config,
@@ -151,6 +191,7 @@ export async function openEnvironment(config: Config, opts: OpenEnvironmentOptio
       sandbox,
       images,
       catalogue,
+      bench,
       repo: new EvaluationRepo(db),
       upstreamUrl,
       async close() {
@@ -171,30 +212,4 @@ export async function openEnvironment(config: Config, opts: OpenEnvironmentOptio
     if (!opts.db) db.close();
     throw err;
   }
-}
-
-/** Build (or find by content hash) every image an evaluation of these scenarios needs. */
-export async function prepareImages(
-  env: Pick<Environment, "images">,
-  scenarios: readonly Scenario[],
-  opts: {
-    signal?: AbortSignal;
-    concurrency?: number;
-    onImage?: (name: string, built: boolean, ms: number) => void;
-  } = {},
-): Promise<void> {
-  const t0 = performance.now();
-  const note = (name: string) => (img: { built: boolean }) =>
-    opts.onImage?.(name, img.built, performance.now() - t0);
-  await Promise.all([
-    env.images.agentBase(opts.signal).then(note("agent-base")),
-    env.images.sidecar(opts.signal).then(note("sidecar")),
-  ]);
-  const queue = [...scenarios];
-  const workers = Array.from({ length: Math.max(1, opts.concurrency ?? 2) }, async () => {
-    for (let s = queue.shift(); s; s = queue.shift()) {
-      await env.images.scenario(s, opts.signal).then(note(`scenario/${s.name}`));
-    }
-  });
-  await Promise.all(workers);
 }

@@ -3,5 +3,4 @@ export {
   type Environment,
   type OpenEnvironmentOptions,
   openEnvironment,
-  prepareImages,
 } from "./environment.js";

@@ -31,11 +31,16 @@ export const WORKSPACE = "/workspace";
 export const TURNS_PATH = `${WORKSPACE}/turns.jsonl`;
 export const TRANSCRIPT_PATH = `${WORKSPACE}/transcript.txt`;
 
-export interface Agent {
+/** The agent as the episode drives it, whichever harness runs it (built-in agent or Hermes). */
+export interface AgentProcess {
   container: Container;
   name: string;
-  /** Opens the gate: the agent starts working. */
+  /** The agent starts working (built-in: the stdin gate opens; Hermes: `hermes chat` is exec'd). */
   release(): Promise<void>;
+  /** Resolves with the agent's exit status when it ends by itself; rejects when `signal` aborts. */
+  exited(signal: AbortSignal): Promise<number>;
+  /** Stop the agent (deadline, watchdog, a dead policy); what it wrote stays readable. */
+  stop(graceMs: number): Promise<void>;
 }
 
 /** Create and start the scenario container, the agent held at its gate. */
@@ -48,7 +53,7 @@ export async function createAgent(
     agentCommand: string | undefined;
     agentEnv: Readonly<Record<string, string>> | undefined;
   },
-): Promise<Agent> {
+): Promise<AgentProcess> {
   const { scope } = run;
   if (!scope) throw new InfraError("episode_state", "agent before topology");
   const name = `${opts.base}-agent`;
@@ -103,7 +108,13 @@ export async function createAgent(
   ]);
   const gate = await attachStdin(c);
   await startContainer(c);
-  return { container: c, name, release: () => gate.send(Buffer.from("\n")) };
+  return {
+    container: c,
+    name,
+    release: () => gate.send(Buffer.from("\n")),
+    exited: (signal) => waitExit(c, signal),
+    stop: (graceMs) => stopContainer(c, graceMs),
+  };
 }
 
 /** How the agent phase ended (facts for attribution). */
@@ -118,7 +129,7 @@ export interface AgentRun {
 /** Release the agent and wait for it: its own exit, the deadline, the watchdog or a dead policy. */
 export async function runAgent(
   run: EpisodeRun,
-  agent: Agent,
+  agent: AgentProcess,
   sidecar: Sidecar,
   opts: { agentMs: number; timeouts: EpisodeTimeouts; signal: AbortSignal | undefined },
 ): Promise<AgentRun> {
@@ -140,7 +151,7 @@ export async function runAgent(
   };
   try {
     const outcome = await Promise.race([
-      waitExit(agent.container, adl.signal).then(
+      agent.exited(adl.signal).then(
         (code) => ({ kind: "exit" as const, code }),
         (err) => {
           if (adl.expired) return { kind: "deadline" as const };
@@ -179,7 +190,7 @@ export async function runAgent(
             : "policy_exited";
       out.inflightAtKill = out.killedBy !== "deadline" && run.meter.summary(token).reserved_usd > 0;
       run.log.warn({ killedBy: out.killedBy, inflightAtKill: out.inflightAtKill }, "episode.agent.kill");
-      await stopContainer(agent.container, to.stopGraceMs ?? 5_000);
+      await agent.stop(to.stopGraceMs ?? 5_000);
     }
   } finally {
     clearInterval(spend);

@@ -13,11 +13,13 @@ import type { Listener } from "../meter/index.js";
 import { removeContainer, safeName, uniqueName } from "../sandbox/index.js";
 import { createAgent, runAgent } from "./agent.js";
 import { ArtifactWriter } from "./artifacts.js";
-import { type Collected, collectAgent } from "./collect.js";
+import { gradeBenchDeliverable } from "./bench-verifier.js";
+import { type Collected, collectAgent, collectHermes } from "./collect.js";
+import { createHermesAgent, type HermesAgent } from "./hermes-agent.js";
 import { finishEpisode } from "./outcome.js";
 import { EpisodeRun } from "./run-context.js";
 import { awaitHealthy, createSidecar } from "./sidecar.js";
-import type { EpisodeResult, RunEpisodeOptions } from "./types.js";
+import type { EpisodeResult, EpisodeRuntime, RunEpisodeOptions } from "./types.js";
 import { type GradeResult, gradeDeliverable } from "./verifier.js";
 
 export { POLICY_PORT } from "./sidecar.js";
@@ -41,6 +43,7 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
   // An engine restart kills our containers from outside: whatever they did then says nothing of the policy.
   const engineEpoch = sandbox.engineWatch.epoch;
   const base = `trajrl-${uniqueName(episodeId, 60)}`;
+  const runtime = opts.runtime ?? { kind: "builtin" as const };
 
   let listener: Listener | undefined;
   let policyLog = "";
@@ -74,22 +77,27 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
     lap("topology");
 
     // The sidecar, and the scenario container created while the policy boots (held at its gate).
+    const tSidecar = performance.now();
     const sidecar = await createSidecar(run, {
       image: sidecarImage,
       topo,
       base,
       defaultModel: opts.defaultModel,
+      runtime,
     });
     lap("sidecar.created");
     const [, agent] = await Promise.all([
       sidecar.start().then(() => lap("sidecar.started")),
-      createAgent(run, {
-        image: scenarioImage,
-        topo,
-        base,
-        agentCommand: opts.agentCommand,
-        agentEnv: opts.agentEnv,
-      }).then((a) => {
+      (runtime.kind === "bench"
+        ? createHermesAgent(run, { image: scenarioImage, topo, base })
+        : createAgent(run, {
+            image: scenarioImage,
+            topo,
+            base,
+            agentCommand: opts.agentCommand,
+            agentEnv: opts.agentEnv,
+          })
+      ).then((a) => {
         lap("agent.waiting");
         return a;
       }),
@@ -98,13 +106,17 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
     const health = await awaitHealthy(run, sidecar, healthMs, opts.signal);
     policyLog = health.policyLog;
     if (health.healthy) {
+      result.timings.policy_setup_ms = performance.now() - tSidecar;
       result.timings.setup_ms = performance.now() - ts;
       log.info({ setup_ms: Math.round(result.timings.setup_ms) }, "episode.agent.started");
       const ended = await runAgent(run, agent, sidecar, { agentMs, timeouts: to, signal: opts.signal });
       opts.signal?.throwIfAborted();
       result.timings.agent_ms = ended.agentMs;
 
-      collected = await collectAgent(run, agent.container, sidecar, ended);
+      collected =
+        "transcript" in agent
+          ? await collectHermes(run, agent as HermesAgent, sidecar, ended)
+          : await collectAgent(run, agent.container, sidecar, ended);
       policyLog = collected.policyLog;
       // The meter's listener and the two networks are not needed by the verifier: their teardown
       // overlaps the grading.
@@ -121,7 +133,7 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
       // The verifier: only a regular file crosses; anything else scores 0 without grading.
       const tv = performance.now();
       run.progress({ phase: "verifying", spentUsd: result.usage?.cost_usd ?? 0 });
-      grade = await gradeStep(run, collected, scenarioImage.ref, verifierMs, opts.signal);
+      grade = await gradeStep(run, collected, scenarioImage.ref, verifierMs, runtime, opts.signal);
       result.timings.verify_ms = performance.now() - tv;
       await freeing;
     }
@@ -153,7 +165,13 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
         "the Docker engine restarted or went away during the episode; its containers were killed from outside",
     });
 
-  return finishEpisode(run, { turns: collected?.turns, grade, policyLog, startedAt: t0 });
+  return finishEpisode(run, {
+    collected,
+    strictProvenance: opts.strictProvenance ?? false,
+    grade,
+    policyLog,
+    startedAt: t0,
+  });
 }
 
 /** Grade the deliverable in a fresh verifier; a missing or non-regular deliverable scores 0 ungraded. */
@@ -162,29 +180,46 @@ async function gradeStep(
   collected: Collected,
   image: string,
   verifierMs: number,
+  runtime: EpisodeRuntime,
   signal: AbortSignal | undefined,
 ): Promise<GradeResult | undefined> {
   const { deliverable } = collected;
   const path = run.scenario.task.verifier.agent_output_path;
-  if (deliverable.kind !== "file") {
-    run.fail({
-      class: "policy",
-      code: "agent_output_missing",
-      message: `${path} is ${deliverable.kind === "missing" ? "missing" : `not a regular file (${deliverable.kind})`}`,
-    });
-    return undefined;
+  const data = deliverable.kind === "file" ? deliverable.data : undefined;
+  if (data === undefined) {
+    const what = `${path} is ${deliverable.kind === "missing" ? "missing" : `not a regular file (${deliverable.kind})`}`;
+    // Upstream grades what the agent left even when it wrote nothing: the tests run without the
+    // deliverable and score the empty workspace. The built-in suite scores it 0 ungraded.
+    if (runtime.kind === "bench") run.result.notes.push("agent_output_missing");
+    else {
+      run.fail({ class: "policy", code: "agent_output_missing", message: what });
+      return undefined;
+    }
   }
-  const grade = await gradeDeliverable({
-    docker: run.sandbox.docker,
-    scope: run.scope!,
-    image,
-    testsDir: join(run.scenario.dir, "tests"),
-    agentOutputPath: path,
-    deliverable: deliverable.data,
-    timeoutMs: verifierMs,
-    ...(signal ? { signal } : {}),
-    log: run.log,
-  });
+  const grade =
+    runtime.kind === "bench"
+      ? await gradeBenchDeliverable({
+          docker: run.sandbox.docker,
+          scope: run.scope!,
+          image,
+          testFiles: run.scenario.testFiles ?? {},
+          agentOutputPath: path,
+          deliverable: data,
+          timeoutMs: verifierMs,
+          network: runtime.verifierNetwork,
+          ...(signal ? { signal } : {}),
+        })
+      : await gradeDeliverable({
+          docker: run.sandbox.docker,
+          scope: run.scope!,
+          image,
+          testsDir: join(run.scenario.dir, "tests"),
+          agentOutputPath: path,
+          deliverable: data ?? Buffer.alloc(0),
+          timeoutMs: verifierMs,
+          ...(signal ? { signal } : {}),
+          log: run.log,
+        });
   const { result } = run;
   result.quality = grade.quality;
   result.tests = grade.tests;

@@ -16,9 +16,11 @@ export type {
   EpisodeImages,
   EpisodeMeter,
   EpisodeResult,
+  EpisodeRuntime,
   EpisodeScenario,
   EpisodeTimeouts,
   RunEpisodeOptions,
   ScenarioImageSource,
+  SidecarSdk,
 } from "./types.js";
 export { type GradeInput, type GradeResult, gradeDeliverable } from "./verifier.js";

@@ -7,17 +7,36 @@ import type { TurnRecord } from "../../agent/contract.js";
 import type { Receipt } from "../meter/index.js";
 import { ARTIFACT_FILES } from "./artifacts.js";
 import { primaryFailure } from "./attribution.js";
+import { type HermesAnswer, upstreamProvenance } from "./hermes-session.js";
 import { checkProvenance } from "./provenance.js";
 import type { EpisodeRun } from "./run-context.js";
 import type { EpisodeFailure, EpisodeResult } from "./types.js";
 import type { GradeResult } from "./verifier.js";
 
-/** Every answer the agent acted on must match a receipt (src/episode/provenance.ts). */
-function provenance(run: EpisodeRun, turns: readonly TurnRecord[] | undefined, receipts: Receipt[]): void {
-  if (turns === undefined) return;
-  const prov = checkProvenance(turns, receipts);
+/**
+ * Provenance. Upstream's shadow check (every answer the agent recorded against the fingerprints the
+ * meter saw) is reported with every episode and never scored. The strict rule (each answer must
+ * match its own receipt, src/episode/provenance.ts; an answer no model gave fails the episode with
+ * quality 0) is opt-in for local evaluation.
+ */
+function provenance(
+  run: EpisodeRun,
+  collected: { turns: readonly TurnRecord[] | undefined; answers: readonly HermesAnswer[] } | undefined,
+  receipts: Receipt[],
+  strict: boolean,
+): void {
+  if (collected === undefined) return;
+  const report = upstreamProvenance(collected.answers, receipts);
+  run.result.provenance = report;
+  if (report.total > report.matched)
+    run.log.warn(
+      { total: report.total, matched: report.matched, unmatched: report.unmatched },
+      "episode.provenance.unmatched",
+    );
+  if (collected.turns === undefined) return;
+  const prov = checkProvenance(collected.turns, receipts);
   run.result.answer_provenance = prov;
-  if (prov.unmatched === 0) return;
+  if (prov.unmatched === 0 || !strict) return;
   // First among the policy's faults: the rest of the episode is built on answers no model gave.
   const f: EpisodeFailure = {
     class: "policy",
@@ -31,7 +50,8 @@ function provenance(run: EpisodeRun, turns: readonly TurnRecord[] | undefined, r
 export async function finishEpisode(
   run: EpisodeRun,
   opts: {
-    turns: readonly TurnRecord[] | undefined;
+    collected: { turns: readonly TurnRecord[] | undefined; answers: readonly HermesAnswer[] } | undefined;
+    strictProvenance: boolean;
     grade: GradeResult | undefined;
     policyLog: string;
     startedAt: number;
@@ -39,7 +59,7 @@ export async function finishEpisode(
 ): Promise<EpisodeResult> {
   const { result, artifacts, meter } = run;
   const receipts = run.receipts();
-  provenance(run, opts.turns, receipts);
+  provenance(run, opts.collected, receipts, opts.strictProvenance);
 
   // Outcome: the primary failure decides scored vs failed; a policy fault keeps its quality.
   const primary = primaryFailure(run.failures);
@@ -48,13 +68,13 @@ export async function finishEpisode(
   result.status = primary && primary.class !== "policy" ? "failed" : "scored";
   // An upstream/infra failure makes the quality untrustworthy: none is reported (the run is retried).
   if (result.status === "failed") result.quality = 0;
-  // Work done on forged answers earns nothing.
-  if ((result.answer_provenance?.unmatched ?? 0) > 0) result.quality = 0;
+  // Under the strict rule, work done on forged answers earns nothing.
+  if (opts.strictProvenance && (result.answer_provenance?.unmatched ?? 0) > 0) result.quality = 0;
   const usage = result.usage;
   result.cost_usd = usage?.cost_usd ?? 0;
   result.by_model = usage?.by_model ?? {};
   result.timings.total_ms = performance.now() - opts.startedAt;
-  result.truncated_before_tool_call = result.agent.tool_calls === 0 && receipts.some((r) => r.truncated);
+  result.truncated_before_tool_call ||= result.agent.tool_calls === 0 && receipts.some((r) => r.truncated);
 
   await artifacts.write(ARTIFACT_FILES.policyLog, opts.policyLog);
   await artifacts.json(ARTIFACT_FILES.meter, {

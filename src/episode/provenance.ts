@@ -38,7 +38,7 @@ export function checkProvenance(
   const out: AnswerProvenance = { turns: 0, matched: 0, unmatched: 0, first_unmatched_turn: null };
   for (const t of turns) {
     const answer = t.messages[0];
-    if (!answer || answer.role !== "assistant") continue;
+    if (answer?.role !== "assistant") continue;
     const fp = fingerprint(
       answer.content ?? "",
       t.tool_calls.map((c) => ({ name: c.name, arguments: c.arguments_raw })),

@@ -46,11 +46,12 @@ export class EpisodeRun {
       by_model: {},
       usage: null,
       price_table_hash: meter.priceTableHash,
-      timings: { images_ms: 0, setup_ms: 0, agent_ms: 0, verify_ms: 0, total_ms: 0 },
+      timings: { images_ms: 0, setup_ms: 0, agent_ms: 0, verify_ms: 0, total_ms: 0, policy_setup_ms: null },
       images: { sidecar: null, scenario: null },
       agent: { exit_code: null, end_reason: null, end_code: null, turns: 0, tool_calls: 0, killed_by: null },
       truncated_before_tool_call: false,
       answer_provenance: null,
+      provenance: null,
       verifier: null,
       artifacts: { dir: artifacts.dir, files: {} },
     };

@@ -13,6 +13,7 @@ import {
   connectNetwork,
   createContainer,
   type EpisodeTopology,
+  execIn,
   hostAddress,
   inspectContainer,
   packTar,
@@ -25,6 +26,7 @@ import {
 } from "../sandbox/index.js";
 import { type Deadline, deadline, sleep } from "./deadline.js";
 import type { EpisodeRun } from "./run-context.js";
+import type { EpisodeRuntime, SidecarSdk } from "./types.js";
 
 export const POLICY_PORT = 8800;
 export const POLICY_UID = 10001;
@@ -62,14 +64,95 @@ export interface Sidecar {
   name: string;
   /** Its address on the meter network (where the health probe reaches it from this process). */
   meterIp: string;
+  /** The health probe: our runtime's GET /health, or upstream's GET /v1/models answering `data`. */
+  health: { path: string; bodyIncludes?: string };
   /** Starts it and sends the policy files; resolves once both are done. */
   start(): Promise<void>;
+  /** The policy's own log (upstream's POLICY_LOG), read while the sidecar still runs; "" when none. */
+  policyLogTail(): Promise<string>;
+}
+
+/** The image, command, user and files that make one of the two kinds of sidecar. */
+interface SidecarLaunch {
+  cmd: string[];
+  user: string;
+  env: Record<string, string>;
+  tmpfs: Record<string, string>;
+  files: TarEntry[];
+  health: Sidecar["health"];
+  policyLog?: string;
+}
+
+/** Our sidecar image: its own command, uid 10001, the policy files in /policy. */
+async function builtinLaunch(run: EpisodeRun, image: BuiltImage): Promise<SidecarLaunch> {
+  return {
+    cmd: await imageCommand(run.sandbox, image),
+    user: `${POLICY_UID}:${POLICY_UID}`,
+    env: { PYTHONDONTWRITEBYTECODE: "1" },
+    tmpfs: {
+      "/tmp": "rw,nosuid,nodev,size=64m",
+      "/policy": `rw,nosuid,nodev,noexec,size=2m,uid=${POLICY_UID},gid=${POLICY_UID},mode=0755`,
+    },
+    files: policyEntries(run.pack.policyFiles),
+    health: { path: "/health" },
+  };
+}
+
+export const BENCH_PYTHON = "/opt/hermes/.venv/bin/python";
+const HERMES_ID = 10000;
+
+/**
+ * The bench image as the sidecar, as upstream starts it (`_start_policy_sidecar`): the SDK at
+ * /policy/sdk, the miner's files in /policy, `python /policy/sdk/trajrl_policy.py` with the
+ * image's Python, as hermes, HOME=/opt/data. Upstream starts as root to chown /policy and then
+ * drops to hermes with gosu; here the files arrive owned by hermes and the process starts as
+ * hermes, on a read-only root with tmpfs for /policy, /tmp and HOME: the policy sees the same
+ * files, user, paths and environment.
+ */
+function benchLaunch(run: EpisodeRun, sdk: SidecarSdk): SidecarLaunch {
+  const own = { uid: HERMES_ID, gid: HERMES_ID };
+  const sdkDirs = new Set<string>(["sdk"]);
+  for (const f of sdk.files) {
+    const parts = f.path.split("/");
+    for (let i = 1; i < parts.length; i++) sdkDirs.add(`sdk/${parts.slice(0, i).join("/")}`);
+  }
+  return {
+    cmd: [BENCH_PYTHON, `/policy/sdk/${sdk.entry}`],
+    user: `${HERMES_ID}:${HERMES_ID}`,
+    env: {
+      POLICY_LOG: "/policy/policy.log",
+      PYTHONPATH: "/policy/sdk:/policy",
+      PYTHONUNBUFFERED: "1",
+      PYTHONDONTWRITEBYTECODE: "1",
+      HOME: "/opt/data",
+    },
+    tmpfs: {
+      "/tmp": "rw,nosuid,nodev,size=64m",
+      "/policy": `rw,nosuid,nodev,size=16m,uid=${HERMES_ID},gid=${HERMES_ID},mode=0755`,
+      "/opt/data": `rw,nosuid,nodev,size=64m,uid=${HERMES_ID},gid=${HERMES_ID},mode=0700`,
+    },
+    files: [
+      ...[...sdkDirs]
+        .sort()
+        .map((d): TarEntry => ({ name: `${d}/`, type: "directory", mode: 0o755, ...own })),
+      ...sdk.files.map((f): TarEntry => ({ name: `sdk/${f.path}`, data: f.data, mode: 0o644, ...own })),
+      ...policyEntries(run.pack.policyFiles).map((e) => ({ ...e, ...own })),
+    ],
+    health: { path: "/v1/models", bodyIncludes: "data" },
+    policyLog: "/policy/policy.log",
+  };
 }
 
 /** Create the sidecar (not started): env of DESIGN.md, both networks, the policy tar ready. */
 export async function createSidecar(
   run: EpisodeRun,
-  opts: { image: BuiltImage; topo: EpisodeTopology; base: string; defaultModel: string },
+  opts: {
+    image: BuiltImage;
+    topo: EpisodeTopology;
+    base: string;
+    defaultModel: string;
+    runtime: EpisodeRuntime;
+  },
 ): Promise<Sidecar> {
   const { sandbox, scope, token } = run;
   if (!scope || token === undefined) throw new InfraError("episode_state", "sidecar before topology");
@@ -78,12 +161,20 @@ export async function createSidecar(
   scope.trackContainer(name);
   const agentIp = hostAddress(topo.agentNet.subnet, 2);
   const meterIp = hostAddress(topo.meterNet.subnet, 2);
-  const cmd = await imageCommand(sandbox, opts.image);
+  const launch =
+    opts.runtime.kind === "bench" ? benchLaunch(run, opts.runtime.sdk) : await builtinLaunch(run, opts.image);
   const container = await createContainer(sandbox.docker, {
     name,
     image: opts.image.ref,
-    entrypoint: ["/bin/sh", "-c", 'umask 022 && tar -x -C /policy -f - && exec "$@"', "sidecar"],
-    cmd,
+    // The root is read-only, so the engine accepts no archive upload: the policy files arrive
+    // as a tar on stdin, unpacked into a tmpfs at /policy before the sidecar's command runs.
+    entrypoint: [
+      "/bin/sh",
+      "-c",
+      'umask 022 && tar -x -C /policy -f - && cd /policy && exec "$@"',
+      "sidecar",
+    ],
+    cmd: launch.cmd,
     stdin: true,
     env: {
       POLICY_PORT: String(POLICY_PORT),
@@ -91,22 +182,19 @@ export async function createSidecar(
       EPISODE_TOKEN: token,
       POLICY_DIR: "/policy",
       DEFAULT_MODEL: opts.defaultModel,
-      PYTHONDONTWRITEBYTECODE: "1",
+      ...launch.env,
     },
-    user: `${POLICY_UID}:${POLICY_UID}`,
+    user: launch.user,
     labels: scope.labels("sidecar"),
     limits: SIDECAR_LIMITS,
     network: { kind: "network", name: topo.agentNet.name, aliases: ["policy"], ipv4: agentIp },
     extraHosts: topo.sidecarExtraHosts,
     readOnlyRoot: true,
-    tmpfs: {
-      "/tmp": "rw,nosuid,nodev,size=64m",
-      "/policy": `rw,nosuid,nodev,noexec,size=2m,uid=${POLICY_UID},gid=${POLICY_UID},mode=0755`,
-    },
+    tmpfs: launch.tmpfs,
     dropAllCaps: true,
     init: true,
   });
-  const policyTar = await packTar(policyEntries(run.pack.policyFiles));
+  const policyTar = await packTar(launch.files);
   const [stdin] = await Promise.all([
     attachStdin(container),
     connectNetwork(sandbox.docker, topo.meterNet.name, container.id, [], meterIp),
@@ -115,18 +203,36 @@ export async function createSidecar(
     container,
     name,
     meterIp,
+    health: launch.health,
     start: async () => {
       await startContainer(container);
       await stdin.send(policyTar);
     },
+    policyLogTail: async () => {
+      if (!launch.policyLog) return "";
+      const r = await execIn(container, ["tail", "-c", "65536", launch.policyLog], {
+        signal: AbortSignal.timeout(10_000),
+      }).catch(() => undefined);
+      return r?.exitCode === 0 ? r.stdout : "";
+    },
   };
 }
 
-function httpOk(url: string, signal: AbortSignal): Promise<boolean> {
+function httpOk(url: string, signal: AbortSignal, bodyIncludes?: string): Promise<boolean> {
   return new Promise((resolve) => {
-    const req = request(url, { method: "GET", signal, timeout: 1000, agent: false }, (res) => {
-      res.resume();
-      resolve((res.statusCode ?? 500) < 300);
+    const req = request(url, { method: "GET", signal, timeout: 2000, agent: false }, (res) => {
+      if (bodyIncludes === undefined) {
+        res.resume();
+        return resolve((res.statusCode ?? 500) < 300);
+      }
+      // Upstream's probe is `curl -s -m 2 URL` answering with "data" anywhere in the body.
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => {
+        if (body.length < 65536) body += c;
+      });
+      res.on("end", () => resolve(body.includes(bodyIncludes)));
+      res.on("error", () => resolve(false));
     });
     req.on("timeout", () => req.destroy());
     req.on("error", () => resolve(false));
@@ -137,7 +243,12 @@ function httpOk(url: string, signal: AbortSignal): Promise<boolean> {
 export type HealthOutcome = { kind: "healthy" } | { kind: "exited"; code: number } | { kind: "timeout" };
 
 /** Poll GET /health while watching for the container's exit; whichever comes first. */
-async function pollHealth(url: string, container: Container, dl: Deadline): Promise<HealthOutcome> {
+async function pollHealth(
+  url: string,
+  bodyIncludes: string | undefined,
+  container: Container,
+  dl: Deadline,
+): Promise<HealthOutcome> {
   const done = new AbortController();
   const signal = AbortSignal.any([dl.signal, done.signal]);
   const exited = waitExit(container, signal).then(
@@ -146,7 +257,7 @@ async function pollHealth(url: string, container: Container, dl: Deadline): Prom
   );
   const healthy = (async (): Promise<HealthOutcome | undefined> => {
     while (!signal.aborted) {
-      if (await httpOk(url, signal)) return { kind: "healthy" };
+      if (await httpOk(url, signal, bodyIncludes)) return { kind: "healthy" };
       await sleep(25, signal).catch(() => undefined);
     }
     return undefined;
@@ -173,7 +284,12 @@ export async function awaitHealthy(
   const hdl = deadline(healthMs, signal);
   let health: HealthOutcome;
   try {
-    health = await pollHealth(`http://${sidecar.meterIp}:${POLICY_PORT}/health`, sidecar.container, hdl);
+    health = await pollHealth(
+      `http://${sidecar.meterIp}:${POLICY_PORT}${sidecar.health.path}`,
+      sidecar.health.bodyIncludes,
+      sidecar.container,
+      hdl,
+    );
   } finally {
     hdl.clear();
   }

@@ -4,6 +4,7 @@ import type { Activity, Listener, ModelUsage, Receipt, UsageSummary } from "../m
 import type { Pack } from "../pack/index.js";
 import type { BuiltImage, Sandbox } from "../sandbox/index.js";
 import type { KillReason } from "./attribution.js";
+import type { UpstreamProvenance } from "./hermes-session.js";
 import type { AnswerProvenance } from "./provenance.js";
 
 /**
@@ -12,6 +13,11 @@ import type { AnswerProvenance } from "./provenance.js";
  */
 export interface EpisodeScenario {
   name: string;
+  /**
+   * The hidden tests as files (trajrl-bench's `tests_files_b64`: test.sh and its helpers). Absent
+   * for the built-in suite, whose tests are the folder `dir/tests`.
+   */
+  testFiles?: Readonly<Record<string, Buffer>>;
   /** scenarios/<name>: environment/, tests/, solution/ live below it. */
   dir: string;
   /** instruction.md's text (becomes /workspace/INSTRUCTION.md). */
@@ -71,6 +77,8 @@ export interface EpisodeTimeouts {
 
 export interface RunEpisodeOptions {
   sandbox: Sandbox;
+  /** Default: the built-in suite's runtime. */
+  runtime?: EpisodeRuntime;
   images: EpisodeImages;
   meter: EpisodeMeter;
   pack: Pack;
@@ -85,6 +93,11 @@ export interface RunEpisodeOptions {
   episodeId?: string;
   /** AGENT_COMMAND template (default: the agent module's `node /opt/trajrl/agent.js`). */
   agentCommand?: string;
+  /**
+   * The strict provenance rule (an answer no metered call produced fails the episode, quality 0):
+   * opt-in for local evaluation. Default off, as upstream: provenance is reported, never scored.
+   */
+  strictProvenance?: boolean;
   /** Extra environment for the agent (e.g. AGENT_MAX_TURNS); never secrets. */
   agentEnv?: Readonly<Record<string, string>>;
   timeouts?: EpisodeTimeouts;
@@ -109,7 +122,15 @@ export interface EpisodeResult {
   by_model: Record<string, ModelUsage>;
   usage: UsageSummary | null;
   price_table_hash: string;
-  timings: { images_ms: number; setup_ms: number; agent_ms: number; verify_ms: number; total_ms: number };
+  timings: {
+    images_ms: number;
+    setup_ms: number;
+    agent_ms: number;
+    verify_ms: number;
+    total_ms: number;
+    /** From the sidecar's creation to its health (null when it never got healthy). */
+    policy_setup_ms: number | null;
+  };
   images: { sidecar: { ref: string; id: string } | null; scenario: { ref: string; id: string } | null };
   agent: {
     exit_code: number | null;
@@ -124,8 +145,33 @@ export interface EpisodeResult {
    * episode says nothing about the policy, and the evaluation re-runs it.
    */
   truncated_before_tool_call: boolean;
-  /** The agent's answers matched against the meter's receipts (null when the agent left no turns). */
+  /** The agent's answers matched one to one against the meter's receipts (built-in agent; null without turns). */
   answer_provenance: AnswerProvenance | null;
+  /** Upstream's shadow provenance of the agent's answers (reported, not scored; null without a session). */
+  provenance: UpstreamProvenance | null;
   verifier: { exit_code: number | null; timed_out: boolean; duration_ms: number } | null;
   artifacts: { dir: string; files: Record<string, string> };
 }
+
+/** The SDK the bench image's python runs as the sidecar: files placed under /policy/sdk/. */
+export interface SidecarSdk {
+  /** Path of the entry file relative to /policy/sdk (upstream: trajrl_policy.py). */
+  entry: string;
+  files: ReadonlyArray<{ path: string; data: string | Buffer }>;
+}
+
+/**
+ * How an episode runs its containers.
+ *  - builtin: the built-in suite — our agent as the scenario container's command, our sidecar
+ *    image, the graders at /tests with no network.
+ *  - bench: trajrl-bench as upstream runs it — Hermes exec'd in the scenario image, the sidecar
+ *    from the bench image itself running our SDK file, test.sh at /test.sh.
+ */
+export type EpisodeRuntime =
+  | { kind: "builtin" }
+  | {
+      kind: "bench";
+      sdk: SidecarSdk;
+      /** The verifier's network: upstream's `bridge` (graders may fetch tools) or `none`. */
+      verifierNetwork: "none" | "bridge";
+    };

@@ -4,7 +4,7 @@ export {
   evaluatePack,
   type PackEvaluation,
   type PackEvaluationRequest,
-  scenariosFor,
+  resolveRequest,
 } from "./pack-evaluation.js";
 export {
   fmtSecs,

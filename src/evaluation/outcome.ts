@@ -60,5 +60,13 @@ export function outcomeOf(r: EpisodeResult): EpisodeOutcome {
     },
     imageDigests: images,
     artifactsDir: r.artifacts.dir,
+    judge: {
+      meterCalls: r.usage?.calls ?? 0,
+      meterRefused: (r.usage?.refused_cap ?? 0) + (r.usage?.refused_model ?? 0),
+      provenance: r.provenance,
+      policySetupS:
+        r.timings.policy_setup_ms === null ? null : Math.round(r.timings.policy_setup_ms / 10) / 100,
+      policyStalled: r.notes.includes("policy_stalled"),
+    },
   };
 }

@@ -4,15 +4,22 @@
  * home) and the daemon (challenge epochs); the environment comes from src/environment.
  */
 import { join, resolve } from "node:path";
+import type { BenchProgress, BenchResolution, PreparedBench } from "../bench/index.js";
 import { runEpisode } from "../episode/index.js";
-import { isAbortError } from "../errors.js";
+import { isAbortError, toValidatorError } from "../errors.js";
 import type { PackResult } from "../pack/index.js";
-import { resolveSpecOrDefault, type Scenario, selectScenarios } from "../scenarios/index.js";
+import { judgePolicyScan, PolicyScanUnencodable } from "../policy/index.js";
 import { HARNESS_NAME, VERSION } from "../version.js";
 import { evaluate, newEvaluationId, resumeKeyOf } from "./evaluate.js";
 import { outcomeOf } from "./outcome.js";
 import { longestFirst } from "./schedule.js";
-import type { EvaluationEnvironment, EvaluationEvent, EvaluationResult, Provenance } from "./types.js";
+import type {
+  BenchFacts,
+  EvaluationEnvironment,
+  EvaluationEvent,
+  EvaluationResult,
+  Provenance,
+} from "./types.js";
 import { rejectionVerdict } from "./verdict.js";
 
 export interface PackEvaluationRequest {
@@ -34,11 +41,18 @@ export interface PackEvaluationRequest {
   stillCurrent?: () => Promise<boolean>;
   /** Scales the retry back-off (tests). */
   backoffScale?: number;
+  /** Image builds and pulls while the bench is prepared. */
+  onBenchProgress?: (p: BenchProgress) => void;
 }
 
 export type PackEvaluation = EvaluationResult;
 
-function provenanceOf(env: EvaluationEnvironment, capUsd: number, concurrency: number): Provenance {
+function provenanceOf(
+  env: EvaluationEnvironment,
+  capUsd: number,
+  concurrency: number,
+  extra: { bench?: BenchFacts; policyScan?: Record<string, unknown> | null } = {},
+): Provenance {
   const s = env.settings;
   return {
     priceTableHash: env.meter.priceTableHash,
@@ -52,26 +66,28 @@ function provenanceOf(env: EvaluationEnvironment, capUsd: number, concurrency: n
     },
     capUsd,
     concurrency,
+    ...(extra.bench ? { bench: extra.bench } : {}),
+    ...(extra.policyScan !== undefined ? { policyScan: extra.policyScan } : {}),
   };
 }
 
-/** Which scenarios a request runs, and under which spec number (the platform's, else the local default). */
-export function scenariosFor(
-  env: Pick<EvaluationEnvironment, "catalogue" | "settings" | "log" | "observer">,
+/** Which scenarios a request runs, under which spec and cap (the platform's spec, else the bench's default). */
+export function resolveRequest(
+  env: Pick<EvaluationEnvironment, "bench" | "settings" | "log" | "observer">,
   req: Pick<PackEvaluationRequest, "specNumber" | "scenarios">,
-): { spec: number; scenarios: Scenario[] } {
-  const resolved = resolveSpecOrDefault(env.catalogue, req.specNumber ?? env.settings.specNumber);
-  if (resolved.fellBackFrom !== undefined) {
-    env.log.warn({ requested: resolved.fellBackFrom, using: resolved.spec }, "evaluation.unknown_spec");
+): BenchResolution {
+  const r = env.bench.resolve({
+    specNumber: req.specNumber ?? env.settings.specNumber,
+    ...(req.scenarios?.length ? { scenarios: req.scenarios } : {}),
+  });
+  if (r.fellBackFrom !== undefined) {
+    env.log.warn({ requested: r.fellBackFrom, using: r.spec }, "evaluation.unknown_spec");
     env.observer.raise(
       "unknown_spec",
-      `spec ${resolved.fellBackFrom} is not in this validator's scenarios/specs.json; evaluated spec ${resolved.spec} instead (upgrade?)`,
+      `spec ${String(r.fellBackFrom)} is not known to this validator; evaluated spec ${r.spec} instead (upgrade?)`,
     );
   }
-  if (req.scenarios && req.scenarios.length > 0) {
-    return { spec: resolved.spec, scenarios: selectScenarios(env.catalogue, req.scenarios) };
-  }
-  return resolved;
+  return r;
 }
 
 /** A pack rejected before any episode: recorded like any evaluation, reported as a verdict with score 0. */
@@ -117,17 +133,43 @@ export async function evaluatePack(
 ): Promise<PackEvaluation> {
   const settings = env.settings;
   const concurrency = req.concurrency ?? settings.concurrency;
-  // The cap is read once: every episode, the verdict's provenance and the live view use this value.
-  const capUsd = settings.episodeCapUsd;
-  const { spec, scenarios } = scenariosFor(env, req);
-  const provenance = () => provenanceOf(env, capUsd, concurrency);
+  const resolved = resolveRequest(env, req);
+  const spec = resolved.spec;
+  // The cap is the spec's, read once: every episode, the verdict and the live view use this value.
+  const capUsd = resolved.episodeCapUsd;
   if (!req.pack.ok) {
     const hash = req.rejectedHash?.toLowerCase() ?? "0".repeat(64);
-    return recordRejection(env, req, spec, hash, req.pack.rejection, provenance());
+    return recordRejection(env, req, spec, hash, req.pack.rejection, provenanceOf(env, capUsd, concurrency));
   }
   const pack = req.pack.pack;
-  const byName = new Map(scenarios.map((s) => [s.name, s]));
-  const names = scenarios.map((s) => s.name);
+  const names = [...resolved.names];
+  let prepared: PreparedBench;
+  try {
+    prepared = await env.bench.prepare(resolved, {
+      ...(req.signal ? { signal: req.signal } : {}),
+      ...(req.onBenchProgress ? { onProgress: req.onBenchProgress } : {}),
+    });
+  } catch (err) {
+    if (isAbortError(err) || req.signal?.aborted)
+      return { kind: "aborted", evaluationId: "", reason: String(req.signal?.reason?.code ?? "aborted") };
+    // No images, no probes: nothing was evaluated and nothing can be said of the pack.
+    const e = toValidatorError(err);
+    env.log.error({ code: e.code, err: e.message }, "evaluation.bench_unavailable");
+    env.observer.raise("bench_unavailable", `${env.bench.label}: ${e.message}`, "error");
+    return { kind: "discarded", evaluationId: "", code: e.code, message: e.message };
+  }
+  const bench: BenchFacts = {
+    source: env.bench.kind,
+    ...(env.bench.kind === "registry" ? { ref: env.bench.label.replace(/^trajrl-bench /, "") } : {}),
+    harnessImageHash: prepared.provenance.harnessImageHash,
+    ...(prepared.provenance.benchImageHash ? { benchImageHash: prepared.provenance.benchImageHash } : {}),
+    ...(prepared.provenance.benchVersion ? { benchVersion: prepared.provenance.benchVersion } : {}),
+    ...(prepared.provenance.harnessName ? { harnessName: prepared.provenance.harnessName } : {}),
+    ...(prepared.provenance.harnessVersion ? { harnessVersion: prepared.provenance.harnessVersion } : {}),
+  };
+  const policyScan = scanOf(pack.policyFiles, names, env);
+  const provenance = () => provenanceOf(env, capUsd, concurrency, { bench, policyScan });
+  const byName = new Map(prepared.scenarios.map((s) => [s.name, s]));
   const epochId = req.epochId === undefined ? undefined : String(req.epochId);
 
   // One controller for the run: the caller's signal, and our own epoch-moved-on abort.
@@ -209,7 +251,9 @@ export async function evaluatePack(
         er.signal.throwIfAborted();
         const r = await runEpisode({
           sandbox: env.sandbox,
-          images: env.images,
+          images: prepared.images,
+          runtime: prepared.runtime,
+          strictProvenance: settings.strictProvenance,
           meter: env.meter,
           pack,
           scenario: byName.get(er.scenario)!,
@@ -240,5 +284,22 @@ export async function evaluatePack(
   } finally {
     req.signal?.removeEventListener("abort", onOuterAbort);
     env.observer.endEvaluation();
+  }
+}
+
+/** Upstream's static scan of the policy files, reported with the score (a file it cannot encode: null). */
+function scanOf(
+  files: Readonly<Record<string, string>>,
+  names: readonly string[],
+  env: Pick<EvaluationEnvironment, "log">,
+): Record<string, unknown> | null {
+  try {
+    return judgePolicyScan(files, names) as Record<string, unknown> | null;
+  } catch (err) {
+    if (err instanceof PolicyScanUnencodable) {
+      env.log.warn({ err: err.message }, "evaluation.policy_scan_unencodable");
+      return null;
+    }
+    throw err;
   }
 }

@@ -1,46 +1,73 @@
 /**
- * The verdict as the platform wants it posted (POST /api/v2/validators/challenge-score): the
- * `challenger` block plus provenance fields.
+ * The verdict as the platform receives it (POST /api/v2/epoch/{id}/score), in upstream's shape
+ * (validator.py `_summarize_eval` + `_harness_metadata`, miner_eval.py's judge entries):
+ * `challenger` = `{score, qualified, scenario_results}` where each scenario is
+ * `{score, weight: 1.0, qualified, judge}`, or `{score: 0, qualified: false, rejected: true,
+ * rejection_detail: <bare code>}`; then `spec_number`, `llm_base_url`, `llm_model`, `judge_model`
+ * and the bench's digests and identity.
  */
 import type { ScoreVerdict } from "../platform/index.js";
-import type { Verdict } from "./types.js";
+import { LOCKED_JUDGE_MODEL, LOCKED_LLM_BASE_URL, LOCKED_LLM_MODEL_LABEL } from "../subnet.js";
+import type { ScenarioVerdict, Verdict } from "./types.js";
+import { round4 } from "./verdict.js";
 
-/** The verdict as the platform wants it posted: the `challenger` block plus provenance fields. */
+export const HARNESS_LABEL = "trajrl-bench";
+
+const usd6 = (x: number) => Math.round(x * 1e6) / 1e6;
+
+function judgeOf(s: ScenarioVerdict, v: Verdict): Record<string, unknown> {
+  const j = s.judge;
+  return {
+    overall_score: round4(s.quality),
+    qualification_gate: s.quality > 0,
+    cost_usd: usd6(s.costUsd),
+    harness: HARNESS_LABEL,
+    sandbox_version: v.provenance.bench?.benchVersion ?? "unknown",
+    cost_by_model: Object.fromEntries(
+      Object.entries(s.byModel)
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([m, u]) => [m, usd6(u.costUsd)]),
+    ),
+    meter_calls: j?.meterCalls ?? null,
+    meter_refused: j?.meterRefused ?? 0,
+    provenance: j?.provenance ?? null,
+    policy_setup_s: j?.policySetupS ?? null,
+    policy_stalled: j?.policyStalled ?? false,
+    policy_scan: v.provenance.policyScan ?? null,
+  };
+}
+
 export function toScoreVerdict(v: Verdict): ScoreVerdict {
-  const scenario_results: Record<string, unknown> = {};
-  for (const s of v.scenarios) {
-    scenario_results[s.scenario] = {
-      overall_score: s.quality,
-      qualification_gate: s.quality > 0,
-      tests: s.tests,
-      passed: s.passed,
-      cost_usd: Math.round(s.costUsd * 1e6) / 1e6,
-      by_model: Object.fromEntries(
-        Object.entries(s.byModel).map(([m, u]) => [m, { calls: u.calls, cost_usd: u.costUsd }]),
-      ),
-      attempts: s.attempts,
-      ...(s.failure ? { failure: `${s.failure.class}:${s.failure.code}` } : {}),
-      harness: v.provenance.harness.name,
+  const bench = v.provenance.bench;
+  const meta = {
+    llm_base_url: v.provenance.llm.simulated ? v.provenance.llm.baseUrl : LOCKED_LLM_BASE_URL,
+    // The agent's model is `auto`: the policy behind the sidecar decides what answers.
+    llm_model: LOCKED_LLM_MODEL_LABEL,
+    judge_model: LOCKED_JUDGE_MODEL,
+    ...(bench?.benchImageHash ? { bench_image_hash: bench.benchImageHash } : {}),
+    ...(bench?.harnessImageHash ? { harness_image_hash: bench.harnessImageHash } : {}),
+    ...(bench?.benchVersion ? { bench_version: bench.benchVersion } : {}),
+    ...(bench?.harnessName ? { harness_name: bench.harnessName } : {}),
+    ...(bench?.harnessVersion ? { harness_version: bench.harnessVersion } : {}),
+  };
+  if (v.rejected)
+    return {
+      spec_number: v.spec,
+      // Upstream sends its bare rejection codes; the message stays in our logs and database.
+      challenger: { score: 0, qualified: false, rejected: true, rejection_detail: v.rejection?.code ?? null },
+      ...meta,
     };
-  }
-  const digests = Object.entries(v.provenance.imageDigests)
-    .sort(([a], [b]) => (a < b ? -1 : 1))
-    .map(([k, d]) => `${k}=${d}`)
-    .join(",");
+  const scenario_results: Record<string, unknown> = {};
+  for (const s of v.scenarios)
+    scenario_results[s.scenario] = {
+      score: round4(s.quality),
+      weight: 1.0,
+      qualified: s.quality > 0,
+      judge: judgeOf(s, v),
+    };
   return {
     spec_number: v.spec,
-    challenger: {
-      score: v.score,
-      qualified: v.qualified,
-      ...(v.rejected
-        ? { rejected: true, rejection_detail: `${v.rejection?.code}: ${v.rejection?.message}` }
-        : { scenario_results }),
-    },
-    llm_base_url: v.provenance.llm.baseUrl,
-    // The agent's model name: the policy behind the sidecar decides what answers.
-    llm_model: "auto",
-    ...(digests ? { harness_image_hash: digests } : {}),
-    harness_name: v.provenance.harness.name,
-    harness_version: v.provenance.harness.version,
+    challenger: { score: v.score, qualified: v.qualified, scenario_results },
+    ...meta,
   };
 }

@@ -1,8 +1,8 @@
-import type { EpisodeImages, EpisodeMeter, EpisodeTimeouts } from "../episode/index.js";
+import type { BenchSource } from "../bench/index.js";
+import type { EpisodeMeter, EpisodeTimeouts } from "../episode/index.js";
 import type { FailureClass } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { Sandbox } from "../sandbox/index.js";
-import type { Catalogue } from "../scenarios/index.js";
 import type { EvaluationRepo } from "../store/index.js";
 
 /** Where one scenario of an evaluation stands, for progress views and the platform's progress events. */
@@ -41,6 +41,20 @@ export interface EpisodeOutcome {
   timings: { setupMs: number; agentMs: number; verifyMs: number; totalMs: number };
   imageDigests: Record<string, string>;
   artifactsDir?: string;
+  /** What the judge entry of the score carries beside the score (upstream's keys; reported, not scored). */
+  judge?: JudgeFacts;
+}
+
+/** Per-scenario facts upstream reports in `scenario_results[name].judge` (miner_eval.py). */
+export interface JudgeFacts {
+  meterCalls: number;
+  /** Calls refused for the cap or an off-allowlist model. */
+  meterRefused: number;
+  /** Upstream's shadow provenance `{total, matched, unmatched, coverage}`. */
+  provenance: { total: number; matched: number; unmatched: number[]; coverage: number | null } | null;
+  /** Seconds from the sidecar's creation to its health (null when it never got healthy). */
+  policySetupS: number | null;
+  policyStalled: boolean;
 }
 
 export interface EpisodeProgress {
@@ -72,6 +86,20 @@ export interface ScenarioVerdict {
   attempts: number;
   episodeId: string;
   timings: EpisodeOutcome["timings"];
+  judge?: JudgeFacts;
+}
+
+/** Where the scenarios and their images came from (the bench source's provenance). */
+export interface BenchFacts {
+  source: "builtin" | "registry";
+  /** The bench image reference (registry). */
+  ref?: string;
+  benchImageHash?: string;
+  /** Scenario image digests joined with ':' in the spec's order. */
+  harnessImageHash: string;
+  benchVersion?: string;
+  harnessName?: string;
+  harnessVersion?: string;
 }
 
 export interface Provenance {
@@ -82,6 +110,10 @@ export interface Provenance {
   llm: { baseUrl: string; simulated: boolean; defaultModel: string };
   capUsd: number;
   concurrency: number;
+  /** Absent on verdicts stored before the bench sources existed. */
+  bench?: BenchFacts;
+  /** Upstream's static scan of the policy files (`policy_scan`; null for a pack without any). */
+  policyScan?: Record<string, unknown> | null;
 }
 
 export interface Verdict {
@@ -145,13 +177,14 @@ export interface EvaluationObserver {
 export interface EvaluationSettings {
   dataDir: string;
   concurrency: number;
-  /** SPEC_NUMBER: the spec when the caller names none (undefined → the catalogue's default). */
+  /** SPEC_NUMBER: the spec when the caller names none (undefined → the bench's default). */
   specNumber: number | undefined;
-  episodeCapUsd: number;
   defaultModel: string;
   agentCommand: string | undefined;
   /** Shorter episode timeouts (tests). */
   episodeTimeouts: EpisodeTimeouts | undefined;
+  /** The strict provenance rule (opt-in for local evaluation; upstream reports, never scores). */
+  strictProvenance: boolean;
   llm: { baseUrl: string; simulated: boolean };
 }
 
@@ -161,8 +194,8 @@ export interface EvaluationEnvironment {
   repo: EvaluationRepo;
   meter: EpisodeMeter;
   sandbox: Sandbox;
-  images: EpisodeImages;
-  catalogue: Catalogue;
+  /** Where scenarios and images come from: the built-in suite or the subnet's benchmark. */
+  bench: BenchSource;
   observer: EvaluationObserver;
   settings: EvaluationSettings;
 }

@@ -95,6 +95,7 @@ export function scenarioVerdict(
     attempts,
     episodeId,
     timings: outcome.timings,
+    ...(outcome.judge ? { judge: outcome.judge } : {}),
   };
 }
 

@@ -41,6 +41,8 @@ export interface ContainerSpec {
   tmpfs?: Readonly<Record<string, string>>;
   /** Drop every capability (sidecar and agent); the verifier keeps Docker's default set. */
   dropAllCaps?: boolean;
+  /** With dropAllCaps: the few capabilities given back (e.g. CHOWN for an image's root entrypoint). */
+  capAdd?: readonly string[];
   /** Run a tiny init as PID 1 (reaps zombies, forwards SIGTERM to the real process). */
   init?: boolean;
   /** Bound on the engine's log file for this container. */
@@ -67,6 +69,7 @@ export function createOptions(spec: ContainerSpec): Dockerode.ContainerCreateOpt
     },
   };
   if (spec.dropAllCaps) hostConfig.CapDrop = ["ALL"];
+  if (spec.capAdd?.length) hostConfig.CapAdd = [...spec.capAdd];
   if (spec.tmpfs) hostConfig.Tmpfs = { ...spec.tmpfs };
   if (spec.extraHosts?.length) hostConfig.ExtraHosts = [...spec.extraHosts];
   // IPv6 off inside: no link-local path to the host's [::] listeners.

@@ -50,6 +50,15 @@ export {
   uniqueName,
 } from "./labels.js";
 export { type EpisodeNetwork, NetworkPool } from "./networks.js";
+export {
+  digestFor,
+  type PulledImage,
+  type PullProgress,
+  pullImage,
+  type RegistryAuth,
+  repositoryOf,
+  tagOf,
+} from "./pull.js";
 export { EpisodeScope, Reaper, type SweepResult } from "./reaper.js";
 export { type EpisodeTopology, Sandbox, type SandboxOptions } from "./sandbox.js";
 export { hostAddress } from "./subnet.js";

@@ -11,7 +11,7 @@ import { connectNetwork } from "./containers.js";
 import { connectDocker, type Docker, engine } from "./docker.js";
 import { EngineWatch } from "./engine-watch.js";
 import { installFirewall, METER_EPISODE_PORT } from "./firewall.js";
-import { LABEL, newSession, type SandboxSession, safeName, uniqueName } from "./labels.js";
+import { LABEL, newSession, type SandboxSession, uniqueName } from "./labels.js";
 import { type EpisodeNetwork, NetworkPool } from "./networks.js";
 import { type EpisodeScope, Reaper } from "./reaper.js";
 import { cidrSize, intToIp, parseCidr } from "./subnet.js";

@@ -33,7 +33,15 @@ import { requireDocker } from "../helpers/docker.js";
 const ROOT = join(import.meta.dirname, "../..");
 const QUICK = ["binary-flag-hunt", "access-log-regex"];
 /** The evaluating tests: EVAL_ENABLED=1 on the built-in simulator. */
-const SIM = { EVAL_ENABLED: "1", LLM_API_KEY: "", ENGY_SIM_SEED: "11", ENGY_SIM_LATENCY_SCALE: "0" };
+// The built-in suite votes only on a local chain (the fake node answers any genesis there).
+const SIM = {
+  EVAL_ENABLED: "1",
+  LLM_API_KEY: "",
+  ENGY_SIM_SEED: "11",
+  ENGY_SIM_LATENCY_SCALE: "0",
+  NETWORK: "local",
+  BENCH_SOURCE: "builtin",
+};
 let pinBytes: Buffer;
 
 const cleanups: Array<() => Promise<unknown>> = [];

@@ -25,10 +25,7 @@ import {
   rejectionVerdict,
   SHUTDOWN,
   toScoreVerdict,
-  type Verdict,
 } from "../../src/evaluation/index.js";
-
-import type { ScoreVerdict } from "../../src/platform/index.js";
 import { EvaluationRepo } from "../../src/store/index.js";
 import { FakeSubtensorNode, randomAccount } from "../fakes/subtensor-node.js";
 
@@ -173,6 +170,12 @@ const PROVENANCE = (config: Config): Provenance => ({
   llm: { baseUrl: config.llm.baseUrl, simulated: true, defaultModel: config.llm.defaultModel },
   capUsd: config.llm.episodeCapUsd,
   concurrency: 1,
+  bench: {
+    source: "builtin",
+    harnessImageHash: `sha256:${"5".repeat(64)}`,
+    harnessName: "trajrl-validator-ts",
+    harnessVersion: "test",
+  },
 });
 
 export function corePipeline(o: CorePipelineOptions): { pipeline: Pipeline; seen: CorePipelineLog } {

@@ -20,7 +20,7 @@ import { silentLogger } from "../../src/log.js";
 import { loadPack } from "../../src/pack/index.js";
 import { LABEL } from "../../src/sandbox/labels.js";
 import { requireDocker } from "../helpers/docker.js";
-import { REPO_ROOT, SCENARIOS_DIR } from "../helpers/episode.js";
+import { REPO_ROOT } from "../helpers/episode.js";
 
 const SCENARIOS = ["access-log-regex", "binary-flag-hunt"];
 const PACK = readFileSync(join(REPO_ROOT, "examples/packs/escalate.json"));

@@ -282,8 +282,15 @@ describe("hostile policies", () => {
     expect(await policyLog(r)).toContain("crashing on purpose");
   }, 300_000);
 
-  it("claims model answers it did not get: provenance catches it, unmetered_answer, quality 0", async () => {
-    const r = await episode(hostile("fabricated-answer"));
+  it("claims model answers it did not get: reported as upstream reports it, and under the strict rule unmetered_answer, quality 0", async () => {
+    // Upstream's rule (the default): the forgery is reported with the score, never scored.
+    const reported = await episode(hostile("fabricated-answer"));
+    expect(reported.provenance?.total).toBeGreaterThan(0);
+    expect(reported.provenance?.matched).toBe(0);
+    expect(reported.provenance?.coverage).toBe(0);
+    expect(reported.failure?.code).not.toBe("unmetered_answer");
+    // The strict rule, opt-in for local evaluation.
+    const r = await episode(hostile("fabricated-answer"), { strictProvenance: true });
     expect(r.answer_provenance?.turns).toBeGreaterThan(0);
     expect(r.answer_provenance?.unmatched).toBe(r.answer_provenance?.turns);
     expect(r.status).toBe("scored");
@@ -299,6 +306,7 @@ describe("hostile policies", () => {
     );
     expect(r.answer_provenance?.turns).toBeGreaterThan(0);
     expect(r.answer_provenance?.unmatched).toBe(0);
+    expect(r.provenance?.coverage).toBe(1);
     expect(r.failure?.code).not.toBe("unmetered_answer");
   }, 300_000);
 });

@@ -180,14 +180,13 @@ describe("verdicts and ids the daemon makes", () => {
       llmModel: "qwen3.8-27b",
       harnessName: "trajrl-validator-ts",
       harnessVersion: "0.1.0",
-      reason: "pack_fetch_failed",
     });
     expect(scoreVerdictSchema.parse(v)).toEqual(v);
     expect(v.challenger).toEqual({
       score: 0,
       qualified: false,
       rejected: true,
-      rejection_detail: "pack_verify_failed: the pack could not be fetched (pack_fetch_failed)",
+      rejection_detail: "pack_verify_failed",
     });
   });
 

@@ -183,7 +183,7 @@ describe("daemon address on the meter network", () => {
 describe("own container id", () => {
   it("is read from the bind mounts Docker makes, whatever the hostname", async () => {
     const { ownContainerId } = await import("../../src/sandbox/sandbox.js");
-    const id = "a".repeat(12) + "0123456789abcdef".repeat(3) + "0123";
+    const id = `${"a".repeat(12) + "0123456789abcdef".repeat(3)}0123`;
     const mountinfo = `612 590 254:0 /var/lib/docker/containers/${id}/hostname /etc/hostname rw,relatime - ext4 /dev/vda rw\n`;
     expect(ownContainerId(mountinfo)).toBe(id);
     const { hostname } = await import("node:os");

@@ -1,0 +1,63 @@
+/**
+ * The seam between an evaluation and where its scenarios come from. Two sources:
+ *  - `builtin`: this repository's scenarios/ folder, images built locally (the offline suite);
+ *  - `registry`: the subnet's benchmark (trajrl-bench), a bench image and one image per scenario
+ *    pulled from a registry, scenarios described by the bench's own probes.
+ * An evaluation resolves its spec (no I/O beyond what is loaded), then prepares it (builds or
+ * pulls, probes): what comes back is what the episodes run, and the digests the verdict carries.
+ */
+import type { EpisodeImages, EpisodeRuntime, EpisodeScenario } from "../episode/index.js";
+
+export type BenchKind = "builtin" | "registry";
+
+export interface BenchResolution {
+  /** The spec number the evaluation is scored under. */
+  spec: number;
+  /** Scenario names, in the spec's order. */
+  names: readonly string[];
+  episodeCapUsd: number;
+  /** The spec the caller asked for when it is not known here (evaluated `spec` instead). */
+  fellBackFrom?: unknown;
+}
+
+export interface BenchProgress {
+  /** What is being prepared: `bench`, `sidecar`, `agent-base`, `scenario/<name>`. */
+  image: string;
+  ref: string;
+  phase: "pulling" | "building" | "ready" | "cached" | "fallback";
+  bytes?: number;
+  totalBytes?: number;
+  ms?: number;
+  note?: string;
+}
+
+/** Where the images that scored a pack came from, as the platform receives it. */
+export interface BenchProvenance {
+  /** The bench image's registry digest (registry source). */
+  benchImageHash?: string;
+  /** Per-scenario image digests joined with ':' in the spec's order (`missing` for an absent one). */
+  harnessImageHash: string;
+  benchVersion?: string;
+  harnessName?: string;
+  harnessVersion?: string;
+  /** Scenario name → image digest (or id for a local build). */
+  scenarioDigests: Record<string, string>;
+}
+
+export interface PreparedBench {
+  scenarios: EpisodeScenario[];
+  images: EpisodeImages;
+  runtime: EpisodeRuntime;
+  provenance: BenchProvenance;
+}
+
+export interface BenchSource {
+  readonly kind: BenchKind;
+  /** A short description for people (`built-in suite`, `bench 127.0.0.1:5000/…:T`). */
+  readonly label: string;
+  resolve(req: { specNumber?: unknown; scenarios?: readonly string[] }): BenchResolution;
+  prepare(
+    r: BenchResolution,
+    opts?: { signal?: AbortSignal; onProgress?: (p: BenchProgress) => void },
+  ): Promise<PreparedBench>;
+}

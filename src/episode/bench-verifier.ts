@@ -1,0 +1,159 @@
+/**
+ * Grading a trajrl-bench deliverable as upstream's validator does (`_run_verifier_container`): a
+ * fresh container of the scenario image, `test.sh` at /test.sh (0755), every other file of the
+ * bench's tests at /tests/<name>, the deliverable at its path (0755), the command
+ * `bash -c "mkdir -p /logs/verifier && bash /test.sh"`, the verifier timeout, then
+ * /logs/verifier/reward.txt and ctrf.json read back. The rules are upstream's: no reward.txt → 0
+ * (ctrf.json is then not read); reward = clamp(int(text), 0, 1), unparsable → 0; quality =
+ * ctrf passed/tests when tests > 0, else the reward. A grader that overruns is killed and what it
+ * wrote still counts. The network is upstream's `bridge` (graders fetch test tools at grade time)
+ * unless the operator chose `none`; the container is never given our networks.
+ */
+import { isAbortError } from "../errors.js";
+import { pythonInt } from "../python-int.js";
+import {
+  createContainer,
+  type Docker,
+  type EpisodeScope,
+  getPath,
+  putFiles,
+  readLogs,
+  removeContainer,
+  startContainer,
+  type TarEntry,
+  uniqueName,
+  waitExit,
+} from "../sandbox/index.js";
+import type { GradeResult } from "./verifier.js";
+
+export const BENCH_REWARD_PATH = "/logs/verifier/reward.txt";
+export const BENCH_CTRF_PATH = "/logs/verifier/ctrf.json";
+const REPORT_CAP = 4 * 1024 * 1024;
+
+export interface BenchGradeInput {
+  docker: Docker;
+  scope: EpisodeScope;
+  image: string;
+  testFiles: Readonly<Record<string, Buffer>>;
+  agentOutputPath: string;
+  /** Absent when the agent left no regular file there: the tests run without it, as upstream's. */
+  deliverable: Buffer | undefined;
+  timeoutMs: number;
+  network: "none" | "bridge";
+  signal?: AbortSignal;
+}
+
+/** upstream `_parse_ctrf_correctness`: (passed, total) from results.summary, (0, 0) when unusable. */
+export function ctrfCorrectness(ctrf: unknown): { passed: number; total: number } {
+  if (!ctrf || typeof ctrf !== "object" || Array.isArray(ctrf)) return { passed: 0, total: 0 };
+  const results = (ctrf as Record<string, unknown>).results;
+  const summary =
+    results && typeof results === "object" && !Array.isArray(results)
+      ? (results as Record<string, unknown>).summary
+      : undefined;
+  if (!summary || typeof summary !== "object" || Array.isArray(summary)) return { passed: 0, total: 0 };
+  const s = summary as Record<string, unknown>;
+  const total = pythonInt(s.tests ?? 0);
+  const passed = pythonInt(s.passed ?? 0);
+  if (total === undefined || passed === undefined || total <= 0) return { passed: 0, total: 0 };
+  return { passed, total };
+}
+
+/** upstream: `max(0, min(1, int(raw.decode().strip())))`, 0 when it does not parse. */
+export function rewardOf(text: string): number {
+  const n = pythonInt(text);
+  return n === undefined ? 0 : Math.max(0, Math.min(1, n));
+}
+
+export async function gradeBenchDeliverable(input: BenchGradeInput): Promise<GradeResult> {
+  const t0 = performance.now();
+  const name = `trajrl-${uniqueName(input.scope.episodeId, 60)}-verifier`;
+  input.scope.trackContainer(name);
+  const c = await createContainer(input.docker, {
+    name,
+    image: input.image,
+    cmd: ["bash", "-c", "mkdir -p /logs/verifier && bash /test.sh"],
+    labels: input.scope.labels("verifier"),
+    // Upstream bounds neither CPU nor memory here; a bound could fail an honest deliverable's tests.
+    limits: { cpus: 0, memoryBytes: 0, pidsLimit: 8192 },
+    network: input.network === "bridge" ? { kind: "network", name: "bridge" } : { kind: "none" },
+    logMaxBytes: 10 * 1024 * 1024,
+  });
+  try {
+    const files = Object.entries(input.testFiles);
+    const testSh = input.testFiles["test.sh"] ?? Buffer.alloc(0);
+    await putFiles(c, "/", [{ name: "test.sh", data: testSh, mode: 0o755 }]);
+    const helpers: TarEntry[] = files
+      .filter(([n]) => n !== "test.sh")
+      .map(([n, data]) => ({ name: `tests/${n}`, data, mode: 0o644 }));
+    if (helpers.length)
+      await putFiles(c, "/", [{ name: "tests/", type: "directory", mode: 0o755 }, ...helpers]);
+    const slash = input.agentOutputPath.lastIndexOf("/");
+    const dir = input.agentOutputPath.slice(0, slash) || "/";
+    const base = input.agentOutputPath.slice(slash + 1);
+    if (input.deliverable !== undefined)
+      await putFiles(c, dir, [{ name: base, data: input.deliverable, mode: 0o755 }]);
+    await startContainer(c);
+    let exitCode: number | undefined;
+    let timedOut = false;
+    const deadline = AbortSignal.timeout(input.timeoutMs);
+    try {
+      exitCode = await waitExit(c, input.signal ? AbortSignal.any([input.signal, deadline]) : deadline);
+    } catch (err) {
+      if (input.signal?.aborted) throw err;
+      if (!isAbortError(err) && !deadline.aborted) throw err;
+      timedOut = true;
+      await c.kill({ signal: "SIGKILL" }).catch(() => undefined);
+      await waitExit(c, AbortSignal.timeout(30_000)).catch(() => undefined);
+    }
+    const [logs, reward, ctrf] = await Promise.all([
+      readLogs(c, 1024 * 1024).catch(() => ({ stdout: "", stderr: "", truncated: false })),
+      getPath(c, BENCH_REWARD_PATH, REPORT_CAP),
+      getPath(c, BENCH_CTRF_PATH, REPORT_CAP),
+    ]);
+    const log = `${logs.stdout}${logs.stderr ? `\n--- stderr ---\n${logs.stderr}` : ""}`;
+    const durationMs = performance.now() - t0;
+    if (reward.kind !== "file") {
+      // No reward.txt: upstream scores 0 and does not read ctrf.json.
+      return {
+        quality: 0,
+        tests: 0,
+        passed: 0,
+        reward: undefined,
+        ctrf: undefined,
+        ctrfText: undefined,
+        log,
+        exitCode,
+        timedOut,
+        durationMs,
+        failure: undefined,
+      };
+    }
+    const r = rewardOf(reward.data.toString("utf8"));
+    let ctrfValue: unknown;
+    const ctrfText = ctrf.kind === "file" ? ctrf.data.toString("utf8") : undefined;
+    if (ctrfText !== undefined) {
+      try {
+        ctrfValue = JSON.parse(ctrfText);
+      } catch {
+        ctrfValue = undefined;
+      }
+    }
+    const { passed, total } = ctrfCorrectness(ctrfValue);
+    return {
+      quality: total > 0 ? passed / total : r,
+      tests: total,
+      passed,
+      reward: r,
+      ctrf: undefined,
+      ctrfText,
+      log,
+      exitCode,
+      timedOut,
+      durationMs,
+      failure: undefined,
+    };
+  } finally {
+    await removeContainer(input.docker, name).catch(() => undefined);
+  }
+}
