@@ -6,6 +6,7 @@
  */
 import { request } from "node:http";
 import { InfraError } from "../errors.js";
+import { type Pack, POLICY_DIR_TMPFS_BYTES, policyTarEntries } from "../pack/index.js";
 import {
   attachStdin,
   type BuiltImage,
@@ -29,19 +30,9 @@ import type { EpisodeRun } from "./run-context.js";
 export const POLICY_PORT = 8800;
 export const POLICY_UID = 10001;
 
-/** The policy files as a tar relative to /policy (directories first, then files). */
-export function policyEntries(files: Readonly<Record<string, string>>): TarEntry[] {
-  const dirs = new Set<string>();
-  const entries: TarEntry[] = [];
-  for (const [name, content] of Object.entries(files)) {
-    const parts = name.split("/");
-    for (let i = 1; i < parts.length; i++) dirs.add(parts.slice(0, i).join("/"));
-    entries.push({ name, data: content, mode: 0o644 });
-  }
-  return [
-    ...[...dirs].sort().map((d): TarEntry => ({ name: `${d}/`, type: "directory", mode: 0o755 })),
-    ...entries,
-  ];
+/** The policy files as a tar relative to /policy, laid out as upstream's harness leaves them (src/pack). */
+export function policyEntries(pack: Pack): TarEntry[] {
+  return policyTarEntries(pack);
 }
 
 const commandCache = new Map<string, string[]>();
@@ -101,12 +92,12 @@ export async function createSidecar(
     readOnlyRoot: true,
     tmpfs: {
       "/tmp": "rw,nosuid,nodev,size=64m",
-      "/policy": `rw,nosuid,nodev,noexec,size=2m,uid=${POLICY_UID},gid=${POLICY_UID},mode=0755`,
+      "/policy": `rw,nosuid,nodev,noexec,size=${POLICY_DIR_TMPFS_BYTES},uid=${POLICY_UID},gid=${POLICY_UID},mode=0755`,
     },
     dropAllCaps: true,
     init: true,
   });
-  const policyTar = await packTar(policyEntries(run.pack.policyFiles));
+  const policyTar = await packTar(policyEntries(run.pack));
   const [stdin] = await Promise.all([
     attachStdin(container),
     connectNetwork(sandbox.docker, topo.meterNet.name, container.id, [], meterIp),

@@ -220,15 +220,13 @@ export function pyJsonParse(text: string): PyValue {
   return value;
 }
 
-/** Parse UTF-8 bytes; invalid UTF-8 is an error, as Python's strict decode would be. */
+/**
+ * Parse bytes as upstream's fetcher does: httpx `resp.text` decodes UTF-8 with errors="replace"
+ * (each undecodable sequence → U+FFFD, the same substitutions as WHATWG's decoder), a BOM kept
+ * (json.loads then refuses it), then `json.loads`.
+ */
 export function pyJsonParseBytes(bytes: Uint8Array): PyValue {
-  let text: string;
-  try {
-    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
-  } catch {
-    throw new PyJsonError("invalid UTF-8", 0);
-  }
-  return pyJsonParse(text);
+  return pyJsonParse(new TextDecoder("utf-8", { fatal: false, ignoreBOM: true }).decode(bytes));
 }
 
 const SHORT_ESCAPES: Record<number, string> = {

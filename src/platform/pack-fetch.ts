@@ -169,6 +169,12 @@ export async function obtainPack(
   if (cached) return { result: cached.result, bytes: cached.bytes, fromCache: true };
   const bytes = await fetchPack(url, opts);
   const result = loadPack(bytes, hash);
+  if (result.ok && result.pack.skippedFiles.length > 0)
+    // Upstream skips a non-text entry of `files` without a word; say which ones the miner lost.
+    (opts.log ?? silentLogger).info(
+      { pack: hash.slice(0, 12), skipped: result.pack.skippedFiles.slice(0, 20) },
+      "pack.files_skipped",
+    );
   if (result.ok && opts.cache && HASH.test(hash)) {
     await opts.cache.put(hash, bytes).catch((err: unknown) => {
       // A full disk must not fail the evaluation: the pack is in memory and verified.

@@ -3,13 +3,17 @@ import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { packHashOf, pyJsonParse } from "../../src/pack/index.js";
 import { fetchPack, obtainPack, PackCache } from "../../src/platform/index.js";
 
 const fixtures = new URL("../fixtures/packs/", import.meta.url);
 const PACK = readFileSync(new URL("ivanov-tech__trajectoryrl-packs__20260516-36B.json", fixtures));
 const PACK_HASH = "1cf2caea1261c9322d7e16168404b39c58d8f145c11ab6990be47fbb02a6ddd4";
 const STREAM_TOTAL = 64 * 1024 * 1024;
+/** Upstream skips a non-text entry of `files` (tests/test_policy.py: `"n": 3`); we say so in the log. */
+const SKIPPING = Buffer.from('{"files": {"SKILL.md": "# hi", "policy.py": "print(1)", "n": 3, "m": null}}');
 
 interface Loopback {
   url: string;
@@ -33,7 +37,10 @@ async function packHost(other?: () => string): Promise<Loopback> {
     const path = req.url ?? "/";
     hits.set(path, (hits.get(path) ?? 0) + 1);
     const loop = /^\/loop\/(\d+)$/.exec(path);
-    if (path === "/pack.json") {
+    if (path === "/skipping.json") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(SKIPPING);
+    } else if (path === "/pack.json") {
       res.writeHead(200, { "content-type": "application/json", "content-length": PACK.length });
       res.end(PACK);
     } else if (path === "/r1") redirect(res, 302, "/r2");
@@ -224,6 +231,20 @@ describe("obtainPack with the cache under DATA_DIR/packs", () => {
     expect(r.result.ok).toBe(true);
     expect(host.hits.get("/pack.json")).toBe(before + 1);
     expect(readFileSync(cache.pathOf(PACK_HASH)).equals(PACK)).toBe(true);
+  });
+
+  it("says in the log which entries of files it skipped as upstream does", async () => {
+    const lines: string[] = [];
+    const log = pino({ level: "info" }, { write: (l: string) => void lines.push(l) });
+    const hash = packHashOf(pyJsonParse(SKIPPING.toString()));
+    const r = await obtainPack(`${host.url}/skipping.json`, hash, { log });
+    expect(r.result.ok && Object.keys(r.result.pack.policyFiles)).toEqual(["policy.py"]);
+    const line = lines.map((l) => JSON.parse(l)).find((l) => l.msg === "pack.files_skipped");
+    expect(line?.skipped).toEqual([
+      { name: "n", type: "int" },
+      { name: "m", type: "NoneType" },
+    ]);
+    expect(line?.pack).toBe(hash.slice(0, 12));
   });
 
   it("cache paths are only ever <64 hex>.json", () => {
