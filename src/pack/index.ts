@@ -27,6 +27,7 @@ export {
   type PyValue,
   pyDumpString,
   pyFloatRepr,
+  pyInt,
   pyJsonDumps,
   pyJsonParse,
   pyJsonParseBytes,

@@ -357,3 +357,38 @@ const PY_SPACE = /^[\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\
 export function isPyBlank(s: string): boolean {
   return PY_SPACE.test(s);
 }
+
+/**
+ * One character `int()` strips: ASCII space, \t \n \v \f \r, and non-ASCII `str.isspace()` ones
+ * (CPython maps those to a space first and then skips ASCII whitespace only, so \x1c–\x1f stay).
+ */
+const PY_SPACE_CHAR = "[\\t\\n\\v\\f\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
+const PY_INT_TEXT = new RegExp(`^${PY_SPACE_CHAR}*([+-]?)(\\p{Nd}+(?:_\\p{Nd}+)*)${PY_SPACE_CHAR}*$`, "u");
+
+/** The value of a Unicode decimal digit (Nd digits come in runs of ten, some runs adjacent). */
+function digitValue(ch: string): number {
+  let zero = ch.codePointAt(0)!;
+  while (/\p{Nd}/u.test(String.fromCodePoint(zero - 1))) zero--;
+  return (ch.codePointAt(0)! - zero) % 10;
+}
+
+/**
+ * Python's `int(value)` over a JSON value, or null where Python raises (TypeError, ValueError) or
+ * the result is not a safe integer: ints as they are, floats truncated toward zero, `true`/`false`
+ * as 1/0, and text as `int()` reads it (surrounding whitespace, a sign, `_` between digits, any
+ * Unicode decimal digits; not `1.5`, `1e3` or `0x10`). null and missing are null.
+ */
+export function pyInt(value: unknown): number | null {
+  let n: number;
+  if (typeof value === "boolean") n = value ? 1 : 0;
+  else if (typeof value === "bigint") n = Number(value);
+  else if (typeof value === "number") n = Math.trunc(value);
+  else if (value instanceof PyFloat) n = Math.trunc(value.value);
+  else if (typeof value === "string") {
+    const m = PY_INT_TEXT.exec(value);
+    if (!m) return null;
+    const digits = [...m[2]!.replaceAll("_", "")].map(digitValue).join("");
+    n = Number(`${m[1]}${digits}`);
+  } else return null;
+  return Number.isSafeInteger(n) ? (Object.is(n, -0) ? 0 : n) : null;
+}

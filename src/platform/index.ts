@@ -43,6 +43,7 @@ export {
   PackCache,
 } from "./pack-fetch.js";
 export {
+  budgetLengthBlocks,
   type ChallengeEpoch,
   type ChallengerVerdict,
   COLD_START,

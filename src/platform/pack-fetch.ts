@@ -57,7 +57,8 @@ export async function fetchPack(url: string, opts: FetchPackOptions = {}): Promi
     const res = await boundedRequest({
       method: "GET",
       url,
-      headers: { accept: "*/*" },
+      // As upstream's fetcher asks (github.py `_fetch_pack`): a host may answer by content type.
+      headers: { accept: "application/json" },
       timeoutMs: opts.timeoutMs ?? PACK_FETCH_TIMEOUT_MS,
       maxBodyBytes: maxBytes,
       signal: opts.signal,

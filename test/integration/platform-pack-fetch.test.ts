@@ -20,6 +20,8 @@ interface Loopback {
   server: Server;
   sockets: Set<Socket>;
   hits: Map<string, number>;
+  /** The Accept header of the last request. */
+  accept: { last: string | undefined };
   /** Bytes the streaming route had written when its connection closed. */
   streamed: { written: number; closed: boolean };
 }
@@ -27,6 +29,7 @@ interface Loopback {
 /** A miner's pack host, on loopback, with the ways such hosts misbehave. */
 async function packHost(other?: () => string): Promise<Loopback> {
   const hits = new Map<string, number>();
+  const accept: { last: string | undefined } = { last: undefined };
   const streamed = { written: 0, closed: false };
   const sockets = new Set<Socket>();
   const redirect = (res: ServerResponse, status: number, to: string) => {
@@ -36,6 +39,7 @@ async function packHost(other?: () => string): Promise<Loopback> {
   const server = createServer((req, res) => {
     const path = req.url ?? "/";
     hits.set(path, (hits.get(path) ?? 0) + 1);
+    accept.last = req.headers.accept;
     const loop = /^\/loop\/(\d+)$/.exec(path);
     if (path === "/skipping.json") {
       res.writeHead(200, { "content-type": "application/json" });
@@ -101,6 +105,7 @@ async function packHost(other?: () => string): Promise<Loopback> {
     server,
     sockets,
     hits,
+    accept,
     streamed,
   };
 }
@@ -123,9 +128,10 @@ afterAll(async () => {
 });
 
 describe("fetchPack limits (against hosts of our own on loopback)", () => {
-  it("returns the exact bytes of a pack", async () => {
+  it("returns the exact bytes of a pack, asked for as JSON (as upstream's fetcher asks)", async () => {
     const bytes = await fetchPack(`${host.url}/pack.json`);
     expect(Buffer.from(bytes).equals(PACK)).toBe(true);
+    expect(host.accept.last).toBe("application/json");
   });
 
   it("follows redirects, including to another origin", async () => {
