@@ -4,6 +4,8 @@
  * src/store/platform.ts (exported from src/store). Signature verification (WASM crypto, for tests
  * and tooling) is ./verify.js, deliberately not re-exported here.
  */
+
+export { isPublicAddress, publicOnlyLookup } from "./address.js";
 export {
   buildScoreBody,
   type CallOptions,

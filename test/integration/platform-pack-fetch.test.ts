@@ -4,9 +4,10 @@ import type { AddressInfo, Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
+import { Agent } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packHashOf, pyJsonParse } from "../../src/pack/index.js";
-import { fetchPack, obtainPack, PackCache } from "../../src/platform/index.js";
+import { fetchPack, obtainPack, PackCache, publicOnlyLookup } from "../../src/platform/index.js";
 
 const fixtures = new URL("../fixtures/packs/", import.meta.url);
 const PACK = readFileSync(new URL("ivanov-tech__trajectoryrl-packs__20260516-36B.json", fixtures));
@@ -41,6 +42,7 @@ async function packHost(other?: () => string): Promise<Loopback> {
     hits.set(path, (hits.get(path) ?? 0) + 1);
     accept.last = req.headers.accept;
     const loop = /^\/loop\/(\d+)$/.exec(path);
+    const to = /^\/to\/(.+)$/.exec(path);
     if (path === "/skipping.json") {
       res.writeHead(200, { "content-type": "application/json" });
       res.end(SKIPPING);
@@ -51,6 +53,7 @@ async function packHost(other?: () => string): Promise<Loopback> {
     else if (path === "/r2") redirect(res, 301, "/pack.json");
     else if (path === "/cross" && other) redirect(res, 307, `${other()}/pack.json`);
     else if (loop) redirect(res, 302, `/loop/${Number(loop[1]) + 1}`);
+    else if (to) redirect(res, 302, decodeURIComponent(to[1]!));
     else if (path === "/declared-big") {
       res.writeHead(200, { "content-length": 100_000 });
       res.write(Buffer.alloc(1000, 0x20));
@@ -134,16 +137,64 @@ describe("fetchPack limits (against hosts of our own on loopback)", () => {
     expect(host.accept.last).toBe("application/json");
   });
 
+  // The hosts are on loopback: following their redirects needs the tests' explicit allow.
+  const allow = { allowPrivateRedirects: true };
+
   it("follows redirects, including to another origin", async () => {
-    expect(Buffer.from(await fetchPack(`${host.url}/r1`)).equals(PACK)).toBe(true);
+    expect(Buffer.from(await fetchPack(`${host.url}/r1`, allow)).equals(PACK)).toBe(true);
     expect(host.hits.get("/r2")).toBe(1);
     const before = second.hits.get("/pack.json") ?? 0;
-    expect(Buffer.from(await fetchPack(`${host.url}/cross`)).equals(PACK)).toBe(true);
+    expect(Buffer.from(await fetchPack(`${host.url}/cross`, allow)).equals(PACK)).toBe(true);
     expect(second.hits.get("/pack.json")).toBe(before + 1);
   });
 
+  it("refuses a redirect into loopback, by address or by name, before connecting to it", async () => {
+    const port = new URL(second.url).port;
+    const before = second.hits.get("/pack.json") ?? 0;
+    const r2 = host.hits.get("/r2") ?? 0;
+    for (const target of [
+      "/r2", // relative: the same loopback host
+      `${second.url}/pack.json`,
+      `http://localhost:${port}/pack.json`, // a name that resolves to loopback
+      `http://127.0.0.2:${port}/pack.json`,
+      `http://[::1]:${port}/pack.json`,
+      `http://[::ffff:127.0.0.1]:${port}/pack.json`,
+      `http://[::ffff:7f00:1]:${port}/pack.json`,
+      `http://0x7f000001:${port}/pack.json`, // WHATWG URL spells it 127.0.0.1
+    ]) {
+      await expect(fetchPack(`${host.url}/to/${encodeURIComponent(target)}`), target).rejects.toMatchObject({
+        code: "pack_fetch_forbidden_redirect",
+        failureClass: "input",
+        retryable: false,
+      });
+    }
+    expect(second.hits.get("/pack.json") ?? 0).toBe(before);
+    expect(host.hits.get("/r2") ?? 0).toBe(r2);
+  });
+
+  it("the socket's own lookup refuses too, so a name cannot change its answer between check and connect", async () => {
+    // Only the guarded agent stands between this request and loopback (no name check before it).
+    const port = new URL(second.url).port;
+    const before = second.hits.get("/pack.json") ?? 0;
+    const guarded = new Agent({ connect: { lookup: publicOnlyLookup } });
+    try {
+      await expect(
+        fetchPack(`http://localhost:${port}/pack.json`, { dispatcher: guarded }),
+      ).rejects.toMatchObject({ code: "pack_fetch_forbidden_redirect" });
+    } finally {
+      await guarded.close();
+    }
+    expect(second.hits.get("/pack.json") ?? 0).toBe(before);
+  });
+
+  it("a refused redirect is a fetch error like any other: the pack is not obtained", async () => {
+    await expect(obtainPack(`${host.url}/r1`, PACK_HASH)).rejects.toMatchObject({
+      code: "pack_fetch_forbidden_redirect",
+    });
+  });
+
   it("stops after maxRedirects hops with pack_fetch_too_many_redirects", async () => {
-    await expect(fetchPack(`${host.url}/loop/0`, { maxRedirects: 3 })).rejects.toMatchObject({
+    await expect(fetchPack(`${host.url}/loop/0`, { maxRedirects: 3, ...allow })).rejects.toMatchObject({
       code: "pack_fetch_too_many_redirects",
       failureClass: "input",
     });
