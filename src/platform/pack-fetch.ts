@@ -12,7 +12,7 @@ import { isIP } from "node:net";
 import { join } from "node:path";
 import { Agent, type Dispatcher } from "undici";
 import { InputError, ValidatorError } from "../errors.js";
-import { type Logger, safeUrl, silentLogger } from "../log.js";
+import { type Logger, silentLogger } from "../log.js";
 import { loadPack, MAX_FETCH_BYTES, type PackResult } from "../pack/index.js";
 import { isPublicAddress, NonPublicAddressError, publicOnlyLookup } from "./address.js";
 import { BodyTooLargeError, boundedRequest } from "./http.js";
@@ -102,9 +102,10 @@ export async function fetchPack(url: string, opts: FetchPackOptions = {}): Promi
           detail: { status: res.status },
         });
       }
+      // Never the URL, not even masked: a pack URL is secret until the epoch reveals it (github.py
+      // logs packs by hash only); the caller's logger carries the pack hash.
       log.info(
         {
-          url: safeUrl(url),
           bytes: res.body.byteLength,
           redirects: hop,
           ms: Math.round(performance.now() - started),
@@ -121,7 +122,7 @@ export async function fetchPack(url: string, opts: FetchPackOptions = {}): Promi
       });
     }
     if (err instanceof ValidatorError && err.code !== "aborted") {
-      log.warn({ url: safeUrl(url), code: err.code }, "pack.fetch_failed");
+      log.warn({ code: err.code }, "pack.fetch_failed");
     }
     throw err;
   } finally {

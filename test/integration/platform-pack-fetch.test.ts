@@ -304,6 +304,19 @@ describe("obtainPack with the cache under DATA_DIR/packs", () => {
     expect(line?.pack).toBe(hash.slice(0, 12));
   });
 
+  it("never logs the pack URL, fetched or failed (it is secret until the epoch reveals it)", async () => {
+    const lines: string[] = [];
+    const log = pino({ level: "debug" }, { write: (l: string) => void lines.push(l) });
+    await obtainPack(`${host.url}/pack.json`, PACK_HASH, { log });
+    await expect(obtainPack(`${host.url}/missing?token=abc`, PACK_HASH, { log })).rejects.toMatchObject({
+      code: "pack_fetch_failed",
+    });
+    expect(lines.some((l) => l.includes("pack.fetched"))).toBe(true);
+    expect(lines.some((l) => l.includes("pack.fetch_failed"))).toBe(true);
+    const port = new URL(host.url).port;
+    for (const l of lines) expect(l).not.toMatch(new RegExp(`${port}|/pack\\.json|/missing|token=abc`));
+  });
+
   it("cache paths are only ever <64 hex>.json", () => {
     const cache = new PackCache(dir);
     expect(() => cache.pathOf("../../etc/passwd")).toThrow(/64 hex/);
