@@ -1,4 +1,4 @@
-export { type Db, migrate, type OpenOptions, openDb } from "./db.js";
+export { type Db, durably, migrate, type OpenOptions, openDb } from "./db.js";
 export {
   type EpisodeRow,
   type EpisodeRowStatus,

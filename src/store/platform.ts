@@ -11,7 +11,7 @@ import {
   type WinnerCurrent,
   winnerCurrentSchema,
 } from "../platform/schemas.js";
-import type { Db } from "./db.js";
+import { type Db, durably } from "./db.js";
 
 // ---------------------------------------------------------------------------------------------
 // Scored epochs
@@ -56,11 +56,13 @@ const toScored = (r: ScoredRow): ScoredEpoch => ({
 
 /** Epochs this validator has judged: the eval loop skips them, across restarts. */
 export class ScoredEpochRepo {
+  private readonly db: Db;
   private readonly getStmt;
   private readonly insertStmt;
   private readonly latestStmt;
 
   constructor(db: Db) {
+    this.db = db;
     this.getStmt = db.prepare<[number, string], ScoredRow>(
       "SELECT * FROM platform_scored_epochs WHERE epoch_id = ? AND validator_hotkey = ?",
     );
@@ -91,17 +93,19 @@ export class ScoredEpochRepo {
     > &
       Partial<ScoredEpoch>,
   ): boolean {
-    const info = this.insertStmt.run({
-      epochId: e.epochId,
-      validatorHotkey: e.validatorHotkey,
-      challengerHotkey: e.challengerHotkey ?? null,
-      packHash: e.packHash ?? null,
-      specNumber: e.specNumber ?? null,
-      score: e.score ?? null,
-      qualified: e.qualified == null ? null : e.qualified ? 1 : 0,
-      rejected: e.rejected == null ? null : e.rejected ? 1 : 0,
-      scoredAt: e.scoredAt,
-    });
+    const info = durably(this.db, () =>
+      this.insertStmt.run({
+        epochId: e.epochId,
+        validatorHotkey: e.validatorHotkey,
+        challengerHotkey: e.challengerHotkey ?? null,
+        packHash: e.packHash ?? null,
+        specNumber: e.specNumber ?? null,
+        score: e.score ?? null,
+        qualified: e.qualified == null ? null : e.qualified ? 1 : 0,
+        rejected: e.rejected == null ? null : e.rejected ? 1 : 0,
+        scoredAt: e.scoredAt,
+      }),
+    );
     return info.changes === 1;
   }
 
@@ -226,7 +230,7 @@ export class VerdictOutboxRepo {
   /** Queue a verdict (validated here, so a bad one fails now and not at send time). */
   enqueue(v: EnqueueVerdict): { entry: OutboxEntry; created: boolean } {
     const verdict = scoreVerdictSchema.parse(v.verdict);
-    const created = this.db.transaction(() => {
+    const created = durably(this.db, () => {
       const info = this.insertStmt.run(
         v.epochId,
         v.validatorHotkey,
@@ -246,7 +250,7 @@ export class VerdictOutboxRepo {
         scoredAt: v.nowMs,
       });
       return info.changes === 1;
-    })();
+    });
     return { entry: this.get(v.epochId, v.validatorHotkey)!, created };
   }
 
@@ -267,7 +271,7 @@ export class VerdictOutboxRepo {
 
   /** Count an attempt before sending it: a crash mid-POST still shows in `attempts`. */
   markAttempt(id: number, nowMs: number): void {
-    this.attemptStmt.run(nowMs, id);
+    durably(this.db, () => this.attemptStmt.run(nowMs, id));
   }
 
   /**
@@ -275,24 +279,30 @@ export class VerdictOutboxRepo {
    * (or a late answer after the epoch was closed) cannot count a delivery twice. Returns whether it changed.
    */
   apply(id: number, t: OutboxTransition, nowMs: number, status: number | null = null): boolean {
-    switch (t.state) {
-      case "delivered":
-        return this.deliveredStmt.run(t.outcome, t.reason, status, nowMs, id).changes === 1;
-      case "abandoned":
-        return this.abandonStmt.run(t.outcome, t.reason, status, nowMs, id).changes === 1;
-      case "pending":
-        return this.retryStmt.run(t.nextAttemptAt, status, t.reason, id).changes === 1;
-    }
+    return durably(this.db, () => {
+      switch (t.state) {
+        case "delivered":
+          return this.deliveredStmt.run(t.outcome, t.reason, status, nowMs, id).changes === 1;
+        case "abandoned":
+          return this.abandonStmt.run(t.outcome, t.reason, status, nowMs, id).changes === 1;
+        case "pending":
+          return this.retryStmt.run(t.nextAttemptAt, status, t.reason, id).changes === 1;
+      }
+    });
   }
 
   /** Stop retrying verdicts of epochs before `currentEpochId`: a newer epoch opens only after the old one finalized. */
   closeEpochsBefore(validatorHotkey: string, currentEpochId: number, nowMs: number): number {
-    return this.closeBeforeStmt.run(
-      `superseded by epoch ${currentEpochId}`,
-      nowMs,
-      validatorHotkey,
-      currentEpochId,
-    ).changes;
+    return durably(
+      this.db,
+      () =>
+        this.closeBeforeStmt.run(
+          `superseded by epoch ${currentEpochId}`,
+          nowMs,
+          validatorHotkey,
+          currentEpochId,
+        ).changes,
+    );
   }
 
   counts(): Record<OutboxState, number> {
