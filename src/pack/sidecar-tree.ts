@@ -10,7 +10,6 @@
  */
 
 import { PolicyError } from "../errors.js";
-import type { Pack } from "./pack.js";
 import { compareCodePoints } from "./pyjson.js";
 
 /** Where upstream's runtime sits in /policy; a pack file of the same name replaces it. */
@@ -208,7 +207,7 @@ export interface PolicyTarEntry {
  * upstream's harness could not set the episode up for this pack (its sidecar fails to start, or
  * SKILL.md cannot be encoded): upstream then scores the scenario 0 without running the verifier.
  */
-export function policyTarEntries(pack: Pick<Pack, "policyTree" | "skillMd">): PolicyTarEntry[] {
+export function policyTarEntries(pack: { policyTree: PolicyTree; skillMd: string }): PolicyTarEntry[] {
   if (!pack.skillMd.isWellFormed())
     throw new PolicyError(
       "skill_md_unwritable",

@@ -1,7 +1,7 @@
 /**
  * The platform module's public face: the TrajectoryRL API client, message signing, pack fetching,
- * the verdict outbox logic. Endpoints and their sources: ./README.md. Repositories live in
- * src/store/platform.ts (exported from src/store). Signature verification (WASM crypto, for tests
+ * the verdict outbox logic and its storage port (OutboxPort, implemented by src/store's
+ * VerdictOutboxRepo). Endpoints and their sources: ./README.md. Signature verification (WASM crypto, for tests
  * and tooling) is ./verify.js, deliberately not re-exported here.
  */
 
@@ -30,6 +30,7 @@ export {
   isExpired,
   type OutboxEntry,
   type OutboxOutcome,
+  type OutboxPort,
   type OutboxState,
   type OutboxTransition,
   transitionAfter,
