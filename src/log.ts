@@ -3,43 +3,86 @@ import pino, { type DestinationStream, type Logger, type LoggerOptions } from "p
 export type { Logger } from "pino";
 
 /**
- * Secrets never reach a log line. Paths cover the shapes we log: config objects, HTTP
- * headers, episode tokens, wallet material and pack URLs (which can carry signed query strings).
+ * Secrets never reach a log line, at any depth: a key naming a secret (config objects, HTTP headers,
+ * episode tokens, wallet material, signatures, pack URLs, which are secret until the epoch reveals
+ * them and may carry signed query strings) has its value replaced, in the logged object and in child
+ * bindings, however deep it sits; a `Bearer …` credential inside any string is cut out too.
  */
-export const REDACT_PATHS = [
-  "apiKey",
-  "*.apiKey",
-  "*.*.apiKey",
-  "llmApiKey",
-  "*.llmApiKey",
+const SECRET_KEYS = new Set([
+  "apikey",
+  "llmapikey",
+  "xapikey",
   "token",
-  "*.token",
-  "episodeToken",
-  "*.episodeToken",
+  "episodetoken",
   "authorization",
-  "*.authorization",
-  "headers.authorization",
-  "*.headers.authorization",
-  'headers["x-api-key"]',
+  "proxyauthorization",
+  "cookie",
+  "setcookie",
   "secret",
-  "*.secret",
-  "secretSeed",
-  "*.secretSeed",
-  "secretPhrase",
-  "*.secretPhrase",
-  "privateKey",
-  "*.privateKey",
+  "secretseed",
+  "secretphrase",
+  "privatekey",
   "mnemonic",
-  "*.mnemonic",
   "password",
-  "*.password",
-  "packUrl",
-  "*.packUrl",
-  "pack_url",
-  "*.pack_url",
+  "passphrase",
+  "packurl",
+  "challengerpackurl",
   "signature",
-  "*.signature",
-];
+]);
+/** Suffixes that mark a secret whatever the prefix (`accessToken`, `upstream_api_key`, `db_password`). */
+const SECRET_SUFFIXES = ["token", "apikey", "secret", "password", "privatekey", "packurl"];
+const CENSOR = "[redacted]";
+const MAX_DEPTH = 32;
+
+export function isSecretKey(key: string): boolean {
+  const k = key.toLowerCase().replace(/[^a-z0-9]/g, "");
+  return SECRET_KEYS.has(k) || SECRET_SUFFIXES.some((s) => k.endsWith(s));
+}
+
+const BEARER = /\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+/g;
+
+/** A copy of `value` with every secret key's value censored, at any depth (cycles cut). */
+export function redactDeep(value: unknown, depth = 0, seen = new WeakSet<object>()): unknown {
+  if (typeof value === "string")
+    return value.includes("Bearer") || value.includes("Basic")
+      ? value.replace(BEARER, `$1 ${CENSOR}`)
+      : value;
+  if (value === null || typeof value !== "object") return value;
+  if (seen.has(value)) return "[Circular]";
+  if (depth >= MAX_DEPTH) return "[too deep]";
+  if (value instanceof Error) {
+    // A censored twin of the same class, so pino's err serializer still names its type.
+    seen.add(value);
+    const twin = Object.create(Object.getPrototypeOf(value)) as Error;
+    for (const k of Object.getOwnPropertyNames(value)) {
+      const d = Object.getOwnPropertyDescriptor(value, k)!;
+      if ("value" in d) d.value = isSecretKey(k) ? CENSOR : redactDeep(d.value, depth + 1, seen);
+      Object.defineProperty(twin, k, d);
+    }
+    seen.delete(value);
+    return twin;
+  }
+  if (Buffer.isBuffer(value) || value instanceof Date || ArrayBuffer.isView(value)) return value;
+  const toJSON = (value as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === "function") return redactDeep(toJSON.call(value), depth + 1, seen);
+  seen.add(value);
+  try {
+    if (Array.isArray(value)) return value.map((v) => redactDeep(v, depth + 1, seen));
+    if (value instanceof Map)
+      return Object.fromEntries(
+        [...value].map(([k, v]) => [
+          String(k),
+          isSecretKey(String(k)) ? CENSOR : redactDeep(v, depth + 1, seen),
+        ]),
+      );
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value))
+      out[k] = isSecretKey(k) && v != null ? CENSOR : redactDeep(v, depth + 1, seen);
+    return out;
+  } finally {
+    seen.delete(value);
+  }
+}
 
 export interface LogOptions {
   level?: string;
@@ -51,11 +94,26 @@ export function createLogger(opts: LogOptions = {}): Logger {
   const options: LoggerOptions = {
     level: opts.level ?? "info",
     base: { svc: opts.name ?? "trajrl-validator" },
-    redact: { paths: REDACT_PATHS, censor: "[redacted]" },
     timestamp: pino.stdTimeFunctions.isoTime,
-    formatters: { level: (label) => ({ level: label }) },
+    formatters: {
+      level: (label) => ({ level: label }),
+      // pino's `redact` paths stop at the depth they spell out; these run on every line and binding.
+      log: (obj) => redactDeep(obj) as Record<string, unknown>,
+      bindings: (bindings) => redactDeep(bindings) as Record<string, unknown>,
+    },
   };
-  return pino(options, opts.destination ?? pino.destination({ dest: 1, sync: false }));
+  const logger = pino(options, opts.destination ?? pino.destination({ dest: 1, sync: false }));
+  // pino applies `formatters.bindings` to the root only; children (and theirs, which inherit this
+  // method) get their bindings censored here.
+  const child = logger.child as unknown as (
+    this: unknown,
+    b: pino.Bindings,
+    o?: pino.ChildLoggerOptions,
+  ) => Logger;
+  logger.child = function (this: unknown, bindings: pino.Bindings, childOptions?: pino.ChildLoggerOptions) {
+    return child.call(this, redactDeep(bindings) as pino.Bindings, childOptions);
+  } as unknown as typeof logger.child;
+  return logger;
 }
 
 /** A logger that drops everything: for library callers and tests that do not care. */

@@ -1,7 +1,14 @@
 import { readFile, writeFile } from "node:fs/promises";
 import type { Command } from "commander";
 import { InputError } from "../errors.js";
-import { buildPack, loadPack, packHashOf, parsePackBytes } from "../pack/index.js";
+import {
+  buildPack,
+  loadPack,
+  type Pack,
+  PLATFORM_MAX_PACK_BYTES,
+  packHashOf,
+  parsePackBytes,
+} from "../pack/index.js";
 import { out } from "./io.js";
 
 async function readPackFile(file: string): Promise<Buffer> {
@@ -13,6 +20,31 @@ async function readPackFile(file: string): Promise<Buffer> {
       `${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
     );
   }
+}
+
+/** What a miner should know about a pack validators accept: none of it changes the verdict. */
+export function packWarnings(p: Pack): string[] {
+  const w: string[] = [];
+  if (p.canonicalBytes > PLATFORM_MAX_PACK_BYTES)
+    w.push(
+      `the platform refuses submissions over ${PLATFORM_MAX_PACK_BYTES} bytes (this pack is ${p.canonicalBytes})`,
+    );
+  for (const s of p.skippedFiles)
+    w.push(`files[${JSON.stringify(s.name)}] is ${s.type}, not text: validators skip it`);
+  if (!p.policyTree.ok)
+    w.push(
+      `validators cannot set up this pack's policy sidecar, so every scenario scores 0: ${p.policyTree.reason}`,
+    );
+  else
+    for (const m of p.policyTree.moved)
+      w.push(
+        m.path === null
+          ? `files[${JSON.stringify(m.name)}] is written nowhere in the sidecar`
+          : `files[${JSON.stringify(m.name)}] is written to /policy/${m.path}`,
+      );
+  if (p.policyTree.ok && p.policyTree.runtime === "replaced")
+    w.push("a pack file replaces the sidecar's runtime (/policy/sdk/trajrl_policy.py)");
+  return w;
 }
 
 export function registerPack(program: Command): void {
@@ -30,7 +62,9 @@ export function registerPack(program: Command): void {
 
   pack
     .command("validate")
-    .description("exit 0 when the pack is valid; else exit 1 with the rejection code and reason")
+    .description(
+      "exit 0 when validators accept the pack (warnings on stderr); else exit 1 with the rejection code and reason",
+    )
     .argument("<file>", "pack JSON file")
     .option("--hash <sha256>", "also verify the content hash (pack_verify_failed on mismatch)")
     .option("--json", "print the result as JSON")
@@ -45,7 +79,8 @@ export function registerPack(program: Command): void {
                   pack_hash: result.pack.hash,
                   entry_point: result.pack.entryPoint,
                   bytes: result.pack.canonicalBytes,
-                  files: Object.keys(result.pack.policyFiles),
+                  files: [...result.pack.policyFileOrder],
+                  warnings: packWarnings(result.pack),
                 }
               : { valid: false, code: result.rejection.code, reason: result.rejection.message },
           ),
@@ -56,7 +91,8 @@ export function registerPack(program: Command): void {
       if (!result.ok)
         throw new InputError(result.rejection.code, `${result.rejection.code}: ${result.rejection.message}`);
       const p = result.pack;
-      const files = Object.keys(p.policyFiles);
+      const files = p.policyFileOrder;
+      for (const w of packWarnings(p)) process.stderr.write(`warning: ${w}\n`);
       out(
         `valid: ${p.hash} (${p.canonicalBytes} bytes, entry point ${p.entryPoint}${files.length ? `, files: ${files.join(", ")}` : ""})`,
       );

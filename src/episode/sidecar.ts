@@ -6,6 +6,7 @@
  */
 import { request } from "node:http";
 import { InfraError } from "../errors.js";
+import { type Pack, POLICY_DIR_TMPFS_BYTES, policyTarEntries } from "../pack/index.js";
 import {
   attachStdin,
   type BuiltImage,
@@ -31,19 +32,9 @@ import type { EpisodeRuntime, SidecarSdk } from "./types.js";
 export const POLICY_PORT = 8800;
 export const POLICY_UID = 10001;
 
-/** The policy files as a tar relative to /policy (directories first, then files). */
-export function policyEntries(files: Readonly<Record<string, string>>): TarEntry[] {
-  const dirs = new Set<string>();
-  const entries: TarEntry[] = [];
-  for (const [name, content] of Object.entries(files)) {
-    const parts = name.split("/");
-    for (let i = 1; i < parts.length; i++) dirs.add(parts.slice(0, i).join("/"));
-    entries.push({ name, data: content, mode: 0o644 });
-  }
-  return [
-    ...[...dirs].sort().map((d): TarEntry => ({ name: `${d}/`, type: "directory", mode: 0o755 })),
-    ...entries,
-  ];
+/** The policy files as a tar relative to /policy, laid out as upstream's harness leaves them (src/pack). */
+export function policyEntries(pack: Pack): TarEntry[] {
+  return policyTarEntries(pack);
 }
 
 const commandCache = new Map<string, string[]>();
@@ -91,9 +82,9 @@ async function builtinLaunch(run: EpisodeRun, image: BuiltImage): Promise<Sideca
     env: { PYTHONDONTWRITEBYTECODE: "1" },
     tmpfs: {
       "/tmp": "rw,nosuid,nodev,size=64m",
-      "/policy": `rw,nosuid,nodev,noexec,size=2m,uid=${POLICY_UID},gid=${POLICY_UID},mode=0755`,
+      "/policy": `rw,nosuid,nodev,noexec,size=${POLICY_DIR_TMPFS_BYTES},uid=${POLICY_UID},gid=${POLICY_UID},mode=0755`,
     },
-    files: policyEntries(run.pack.policyFiles),
+    files: policyEntries(run.pack),
     health: { path: "/health" },
   };
 }
@@ -128,7 +119,7 @@ function benchLaunch(run: EpisodeRun, sdk: SidecarSdk): SidecarLaunch {
     },
     tmpfs: {
       "/tmp": "rw,nosuid,nodev,size=64m",
-      "/policy": `rw,nosuid,nodev,size=16m,uid=${HERMES_ID},gid=${HERMES_ID},mode=0755`,
+      "/policy": `rw,nosuid,nodev,size=${POLICY_DIR_TMPFS_BYTES},uid=${HERMES_ID},gid=${HERMES_ID},mode=0755`,
       "/opt/data": `rw,nosuid,nodev,size=64m,uid=${HERMES_ID},gid=${HERMES_ID},mode=0700`,
     },
     files: [
@@ -136,7 +127,8 @@ function benchLaunch(run: EpisodeRun, sdk: SidecarSdk): SidecarLaunch {
         .sort()
         .map((d): TarEntry => ({ name: `${d}/`, type: "directory", mode: 0o755, ...own })),
       ...sdk.files.map((f): TarEntry => ({ name: `sdk/${f.path}`, data: f.data, mode: 0o644, ...own })),
-      ...policyEntries(run.pack.policyFiles).map((e) => ({ ...e, ...own })),
+      // After the SDK: a pack file at sdk/trajrl_policy.py replaces it, as in upstream's tar.
+      ...policyEntries(run.pack).map((e) => ({ ...e, ...own })),
     ],
     health: { path: "/v1/models", bodyIncludes: "data" },
     policyLog: "/policy/policy.log",

@@ -5,12 +5,17 @@ import { InputError } from "../errors.js";
 import {
   canonicalJson,
   type Pack,
+  PLATFORM_MAX_PACK_BYTES,
   policyFileNameProblem,
   SKILL_MD,
-  textProblem,
   validatePackValue,
 } from "./pack.js";
 import { fromJs } from "./pyjson.js";
+
+/** The builder is stricter than a validator: a pack holds text files only (NUL bytes mean binary). */
+function textProblem(content: string): string | null {
+  return content.includes("\u0000") ? "contains NUL bytes (binary)" : null;
+}
 
 const SKIPPED_DIRS = new Set([
   "__pycache__",
@@ -98,5 +103,16 @@ export async function buildPack(skillMdPath: string, policyDir?: string): Promis
   const result = validatePackValue(value);
   if (!result.ok)
     throw new InputError(result.rejection.code, `${result.rejection.code}: ${result.rejection.message}`);
+  if (!result.pack.policyTree.ok)
+    throw new InputError(
+      "bad_policy_file",
+      `the sidecar could not be set up: ${result.pack.policyTree.reason}`,
+    );
+  // Validators accept bigger packs, but the platform refuses the submission: say so before upload.
+  if (result.pack.canonicalBytes > PLATFORM_MAX_PACK_BYTES)
+    throw new InputError(
+      "pack_too_large_for_platform",
+      `the pack is ${result.pack.canonicalBytes} bytes; the platform refuses submissions over ${PLATFORM_MAX_PACK_BYTES}`,
+    );
   return { pack: result.pack, json: canonicalJson(value), skipped };
 }

@@ -2,11 +2,11 @@ export { type BuiltPack, buildPack } from "./build.js";
 export {
   canonicalJson,
   loadPack,
-  MAX_CANONICAL_BYTES,
   MAX_FETCH_BYTES,
   MAX_POLICY_FILES_BYTES,
   type Pack,
   type PackResult,
+  PLATFORM_MAX_PACK_BYTES,
   POLICY_ENTRY_POINTS,
   packHashOf,
   parsePackBytes,
@@ -15,7 +15,6 @@ export {
   type RejectionCode,
   SKILL_MD,
   sha256Hex,
-  textProblem,
   validatePackValue,
 } from "./pack.js";
 export {
@@ -28,7 +27,17 @@ export {
   type PyValue,
   pyDumpString,
   pyFloatRepr,
+  pyInt,
   pyJsonDumps,
   pyJsonParse,
   pyJsonParseBytes,
 } from "./pyjson.js";
+export {
+  POLICY_DIR_TMPFS_BYTES,
+  type PolicyTarEntry,
+  type PolicyTree,
+  type PolicyTreeFile,
+  policyTarEntries,
+  sidecarPolicyTree,
+  UPSTREAM_RUNTIME_PATH,
+} from "./sidecar-tree.js";

@@ -1,6 +1,7 @@
 /**
  * The Season 2 pack: `{"schema_version": 1, "files": {"SKILL.md": ..., "policy.py"|"policy.json": ..., ...}}`.
- * Pure: hashing, verification and the structure rules, with the rejection codes of the wire protocol.
+ * Pure: hashing, verification and upstream's structure rules with upstream's rejection codes
+ * (README.md here states them and where each comes from).
  */
 import { createHash } from "node:crypto";
 import {
@@ -12,21 +13,23 @@ import {
   pyJsonParseBytes,
   pyTypeName,
 } from "./pyjson.js";
+import { type PolicyTree, sidecarPolicyTree } from "./sidecar-tree.js";
 
-export const MAX_CANONICAL_BYTES = 32_768;
+/** The platform refuses submissions whose canonical form is over 32 KB; validators do not check it. */
+export const PLATFORM_MAX_PACK_BYTES = 32_768;
+/** Upstream's bound on the policy files' UTF-8 bytes (`POLICY_FILES_MAX_BYTES`). */
 export const MAX_POLICY_FILES_BYTES = 512 * 1024;
-/** The platform's fetch limit on the raw pack (the canonical form is checked separately). */
+/** Upstream's fetch limit on the raw pack (github.py `_MAX_RESPONSE_BYTES`): the only size cap. */
 export const MAX_FETCH_BYTES = 64 * 1024;
 export const SKILL_MD = "SKILL.md";
 export const POLICY_ENTRY_POINTS = ["policy.py", "policy.json"] as const;
 
+/** Upstream's codes (miner_eval.py skip reasons; pack_verify → "pack_verify_failed" in validator.py). */
 export type RejectionCode =
   | "pack_verify_failed"
-  | "pack_too_large"
   | "invalid_pack_structure"
   | "missing_skill_md"
-  | "empty_skill_md"
-  | "invalid_policy_files";
+  | "empty_skill_md";
 
 export interface Rejection {
   code: RejectionCode;
@@ -34,16 +37,21 @@ export interface Rejection {
 }
 
 export interface Pack {
-  schemaVersion: 1;
-  /** SKILL.md content, non-blank. */
+  /** SKILL.md content: a str that is not blank by Python's `str.strip()`. */
   skillMd: string;
-  /** Every file but SKILL.md, by relative name, in code-point order. */
-  policyFiles: Record<string, string>;
-  /** Which entry point the sidecar runs; "pin" when the pack has neither policy.py nor policy.json. */
+  /** Every text file but SKILL.md, by name (upstream's `extract_policy_files`). */
+  policyFiles: Readonly<Record<string, string>>;
+  /** The policy files' names in the pack's order (upstream's dict order: the order it writes them). */
+  policyFileOrder: readonly string[];
+  /** Entries of `files` that are not text, skipped as upstream skips them: name and Python type. */
+  skippedFiles: ReadonlyArray<{ name: string; type: string }>;
+  /** What upstream's harness leaves in the sidecar's /policy for these files (src/pack/sidecar-tree.ts). */
+  policyTree: PolicyTree;
+  /** Which entry point the sidecar finds in /policy; "pin" when neither policy.py nor policy.json. */
   entryPoint: "policy.py" | "policy.json" | "pin";
   /** sha256 hex of the canonical form. */
   hash: string;
-  /** UTF-8 length of the canonical form. */
+  /** UTF-8 length of the canonical form (the platform refuses submissions over PLATFORM_MAX_PACK_BYTES). */
   canonicalBytes: number;
 }
 
@@ -67,7 +75,11 @@ export function packHashOf(value: PyValue): string {
   return sha256Hex(Buffer.from(canonicalJson(value), "utf8"));
 }
 
-/** Parse raw pack bytes; on failure, an invalid_pack_structure rejection naming where JSON broke. */
+/**
+ * Parse raw pack bytes as upstream reads them (httpx `resp.text`: UTF-8, undecodable bytes replaced,
+ * then `json.loads`). Not JSON is pack_verify_failed: upstream's fetcher fails the pack before any
+ * structure rule (github.py `verify_submission`).
+ */
 export function parsePackBytes(
   bytes: Uint8Array,
 ): { ok: true; value: PyValue } | { ok: false; rejection: Rejection } {
@@ -77,40 +89,26 @@ export function parsePackBytes(
     const detail = err instanceof PyJsonError ? err.message : String(err);
     return {
       ok: false,
-      rejection: { code: "invalid_pack_structure", message: `pack is not valid JSON: ${detail}` },
+      rejection: { code: "pack_verify_failed", message: `pack is not valid JSON: ${detail}` },
     };
   }
 }
 
 /**
- * A policy file name must be a plain relative path: no absolute path, no `..` or `.` segment,
- * no empty segment, no backslash, no control characters. Returns the reason, or null when fine.
+ * Upstream's only rules on a policy file's name (`extract_policy_files`): not absolute, no `..`
+ * segment. Returns the reason, or null when upstream accepts it.
  */
 export function policyFileNameProblem(name: string): string | null {
-  if (name.length === 0) return "empty file name";
-  if (name.length > 255) return "file name longer than 255 characters";
   if (name.startsWith("/")) return "absolute path";
-  if (name.includes("\\")) return "backslash in file name";
-  if (/[\x00-\x1f\x7f]/.test(name)) return "control character in file name";
-  for (const seg of name.split("/")) {
-    if (seg === "") return "empty path segment";
-    if (seg === "..") return "'..' segment";
-    if (seg === ".") return "'.' segment";
-  }
-  return null;
-}
-
-/** Text only: a file that cannot be written as UTF-8 text (NUL bytes, lone surrogates) is binary to us. */
-export function textProblem(content: string): string | null {
-  if (content.includes("\u0000")) return "contains NUL bytes (binary)";
-  if (!content.isWellFormed()) return "contains unpaired surrogates (not UTF-8 text)";
+  if (name.split("/").includes("..")) return "'..' segment";
   return null;
 }
 
 /**
- * Validate a parsed pack. Order and meaning of the first four checks follow the Python validator:
- * root must be an object, `files` an object, SKILL.md present, SKILL.md a non-blank string.
- * Then the Season 2 rules: schema_version 1, canonical size, policy-file rules.
+ * Validate a parsed pack in upstream's order (miner_eval.py `evaluate_miner_s1`): root object,
+ * `files` object, SKILL.md present, the policy-file rules (`extract_policy_files`: non-text values
+ * skipped first, then names in pack order, then the UTF-8 size, which also fails on a lone
+ * surrogate), SKILL.md a non-blank str. Nothing else: no schema_version, no canonical size.
  */
 export function validatePackValue(value: PyValue): PackResult {
   const canonical = canonicalJson(value);
@@ -125,97 +123,84 @@ export function validatePackValue(value: PyValue): PackResult {
     return reject("invalid_pack_structure", `'files' is ${pyTypeName(files)}, expected object`);
   }
   if (!files.has(SKILL_MD)) return reject("missing_skill_md", "pack has no SKILL.md in files");
+  const policy = extractPolicyFiles(files);
+  if ("problem" in policy) return reject("invalid_pack_structure", policy.problem);
   const skill = files.get(SKILL_MD);
   if (typeof skill !== "string" || isPyBlank(skill)) {
     return reject("empty_skill_md", `SKILL.md is ${typeof skill === "string" ? "blank" : pyTypeName(skill)}`);
   }
-  const version = value.get("schema_version");
-  if (version !== 1n) {
-    return reject(
-      "invalid_pack_structure",
-      `schema_version is ${version === undefined ? "missing" : pyJsonDumps(version)}, expected 1`,
-    );
-  }
-  if (canonicalBytes > MAX_CANONICAL_BYTES) {
-    return reject(
-      "pack_too_large",
-      `canonical pack is ${canonicalBytes} bytes, limit ${MAX_CANONICAL_BYTES}`,
-    );
-  }
-  const policy = checkPolicyFiles(files);
-  if ("problem" in policy) return reject("invalid_policy_files", policy.problem);
 
-  const skillProblem = textProblem(skill);
-  if (skillProblem) return reject("invalid_policy_files", `SKILL.md ${skillProblem}`);
-
-  const entryPoint =
-    policy.files["policy.py"] !== undefined
-      ? "policy.py"
-      : policy.files["policy.json"] !== undefined
-        ? "policy.json"
-        : "pin";
+  const policyTree = sidecarPolicyTree(
+    policy.order.map((n) => [n, policy.files[n]!] as const),
+    { runtime: "" },
+  );
+  const has = (name: string) =>
+    policyTree.ok
+      ? policyTree.files.some((f) => f.path === name && f.from !== null)
+      : policy.files[name] !== undefined;
+  const entryPoint = has("policy.py") ? "policy.py" : has("policy.json") ? "policy.json" : "pin";
   return {
     ok: true,
-    pack: { schemaVersion: 1, skillMd: skill, policyFiles: policy.files, entryPoint, hash, canonicalBytes },
+    pack: {
+      skillMd: skill,
+      policyFiles: policy.files,
+      policyFileOrder: policy.order,
+      skippedFiles: policy.skipped,
+      policyTree,
+      entryPoint,
+      hash,
+      canonicalBytes,
+    },
   };
 }
 
-function checkPolicyFiles(files: PyObject): { files: Record<string, string> } | { problem: string } {
+/** Upstream's `extract_policy_files` over a parsed `files` object (pack order). */
+function extractPolicyFiles(
+  files: PyObject,
+):
+  | { files: Record<string, string>; order: string[]; skipped: Array<{ name: string; type: string }> }
+  | { problem: string } {
   const out: Record<string, string> = Object.create(null);
-  let total = 0;
-  const names = [...files.keys()].filter((k) => k !== SKILL_MD).sort();
-  const seenLower = new Map<string, string>();
-  for (const name of names) {
-    const content = files.get(name)!;
-    if (typeof content !== "string")
-      return { problem: `file '${name}' is ${pyTypeName(content)}, expected text` };
-    const nameProblem = policyFileNameProblem(name);
-    if (nameProblem) return { problem: `file name ${JSON.stringify(name)}: ${nameProblem}` };
-    const textIssue = textProblem(content);
-    if (textIssue) return { problem: `file '${name}' ${textIssue}` };
-    // A file and a directory of the same name cannot both exist in /policy.
-    for (const prefix of prefixesOf(name)) {
-      if (files.has(prefix)) return { problem: `'${prefix}' is both a file and a directory` };
+  const order: string[] = [];
+  const skipped: Array<{ name: string; type: string }> = [];
+  for (const [name, content] of files) {
+    if (name === SKILL_MD) continue;
+    if (typeof content !== "string") {
+      skipped.push({ name, type: pyTypeName(content) });
+      continue;
     }
-    const lower = name.toLowerCase();
-    const clash = seenLower.get(lower);
-    if (clash) return { problem: `'${name}' and '${clash}' differ only in case` };
-    seenLower.set(lower, name);
-    total += Buffer.byteLength(content, "utf8");
+    const problem = policyFileNameProblem(name);
+    if (problem) return { problem: `bad policy file name ${JSON.stringify(name)}: ${problem}` };
     out[name] = content;
+    order.push(name);
+  }
+  let total = 0;
+  for (const name of order) {
+    const content = out[name]!;
+    // Python's str.encode("utf-8") raises on a lone surrogate (a ValueError: the same rejection).
+    if (!content.isWellFormed())
+      return { problem: `policy file ${JSON.stringify(name)} cannot be encoded as UTF-8 (lone surrogate)` };
+    total += Buffer.byteLength(content, "utf8");
   }
   if (total > MAX_POLICY_FILES_BYTES) {
-    return { problem: `policy files total ${total} bytes, limit ${MAX_POLICY_FILES_BYTES}` };
+    return { problem: `policy files too large: ${total} bytes (max ${MAX_POLICY_FILES_BYTES})` };
   }
-  return { files: out };
+  return { files: out, order, skipped };
 }
 
-function prefixesOf(name: string): string[] {
-  const segs = name.split("/");
-  const out: string[] = [];
-  for (let k = 1; k < segs.length; k++) out.push(segs.slice(0, k).join("/"));
-  return out;
-}
-
-/** Parse, then validate; optionally verify against an expected hash (pack_verify_failed on mismatch). */
+/**
+ * Parse, then validate; optionally verify against an expected hash. Upstream's fetcher refuses a
+ * body over 64 KiB, then parses, then compares the hash: each a pack_verify_failed.
+ */
 export function loadPack(bytes: Uint8Array, expectedHash?: string): PackResult {
   if (bytes.byteLength > MAX_FETCH_BYTES) {
-    return reject("pack_too_large", `pack is ${bytes.byteLength} bytes, fetch limit ${MAX_FETCH_BYTES}`);
+    return reject(
+      "pack_verify_failed",
+      `pack is ${bytes.byteLength} bytes, over the fetch limit of ${MAX_FETCH_BYTES}`,
+    );
   }
   const parsed = parsePackBytes(bytes);
-  if (!parsed.ok) {
-    if (expectedHash !== undefined) {
-      // Python hashes the raw text when it is not JSON; that can only match a plain-text S1 pack.
-      const raw = sha256Hex(bytes);
-      if (raw !== expectedHash.toLowerCase()) {
-        return reject(
-          "pack_verify_failed",
-          `hash mismatch: expected ${expectedHash.slice(0, 12)}, got ${raw.slice(0, 12)}`,
-        );
-      }
-    }
-    return parsed;
-  }
+  if (!parsed.ok) return parsed;
   if (expectedHash !== undefined) {
     const got = packHashOf(parsed.value);
     if (got !== expectedHash.toLowerCase()) {

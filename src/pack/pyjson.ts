@@ -220,15 +220,13 @@ export function pyJsonParse(text: string): PyValue {
   return value;
 }
 
-/** Parse UTF-8 bytes; invalid UTF-8 is an error, as Python's strict decode would be. */
+/**
+ * Parse bytes as upstream's fetcher does: httpx `resp.text` decodes UTF-8 with errors="replace"
+ * (each undecodable sequence → U+FFFD, the same substitutions as WHATWG's decoder), a BOM kept
+ * (json.loads then refuses it), then `json.loads`.
+ */
 export function pyJsonParseBytes(bytes: Uint8Array): PyValue {
-  let text: string;
-  try {
-    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
-  } catch {
-    throw new PyJsonError("invalid UTF-8", 0);
-  }
-  return pyJsonParse(text);
+  return pyJsonParse(new TextDecoder("utf-8", { fatal: false, ignoreBOM: true }).decode(bytes));
 }
 
 const SHORT_ESCAPES: Record<number, string> = {
@@ -358,4 +356,39 @@ export function pyTypeName(v: PyValue | undefined): string {
 const PY_SPACE = /^[\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$/;
 export function isPyBlank(s: string): boolean {
   return PY_SPACE.test(s);
+}
+
+/**
+ * One character `int()` strips: ASCII space, \t \n \v \f \r, and non-ASCII `str.isspace()` ones
+ * (CPython maps those to a space first and then skips ASCII whitespace only, so \x1c–\x1f stay).
+ */
+const PY_SPACE_CHAR = "[\\t\\n\\v\\f\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
+const PY_INT_TEXT = new RegExp(`^${PY_SPACE_CHAR}*([+-]?)(\\p{Nd}+(?:_\\p{Nd}+)*)${PY_SPACE_CHAR}*$`, "u");
+
+/** The value of a Unicode decimal digit (Nd digits come in runs of ten, some runs adjacent). */
+function digitValue(ch: string): number {
+  let zero = ch.codePointAt(0)!;
+  while (/\p{Nd}/u.test(String.fromCodePoint(zero - 1))) zero--;
+  return (ch.codePointAt(0)! - zero) % 10;
+}
+
+/**
+ * Python's `int(value)` over a JSON value, or null where Python raises (TypeError, ValueError) or
+ * the result is not a safe integer: ints as they are, floats truncated toward zero, `true`/`false`
+ * as 1/0, and text as `int()` reads it (surrounding whitespace, a sign, `_` between digits, any
+ * Unicode decimal digits; not `1.5`, `1e3` or `0x10`). null and missing are null.
+ */
+export function pyInt(value: unknown): number | null {
+  let n: number;
+  if (typeof value === "boolean") n = value ? 1 : 0;
+  else if (typeof value === "bigint") n = Number(value);
+  else if (typeof value === "number") n = Math.trunc(value);
+  else if (value instanceof PyFloat) n = Math.trunc(value.value);
+  else if (typeof value === "string") {
+    const m = PY_INT_TEXT.exec(value);
+    if (!m) return null;
+    const digits = [...m[2]!.replaceAll("_", "")].map(digitValue).join("");
+    n = Number(`${m[1]}${digits}`);
+  } else return null;
+  return Number.isSafeInteger(n) ? (Object.is(n, -0) ? 0 : n) : null;
 }

@@ -78,7 +78,7 @@ export type ScoreOutcome =
   | { kind: "duplicate"; status: 409; message: string }
   /** 409: the epoch is closed; nothing more to do for it. */
   | { kind: "finalized"; status: 409; message: string }
-  /** Timeout, network failure, 408/425/429 or 5xx. */
+  /** Timeout, network failure, 408/425/429, 5xx, or a 2xx other than 200. */
   | { kind: "retryable"; status: number | null; code: string; message: string }
   /** Any other 4xx (bad body, bad signature, not a validator, unknown epoch): sending again will not help. */
   | { kind: "rejected"; status: number; code: string; message: string };
@@ -529,10 +529,21 @@ export function buildScoreBody(
   });
 }
 
-/** Map a score POST's HTTP response to its outcome (receipt parsed by the caller). */
+/**
+ * Map a score POST's HTTP response to its outcome (receipt parsed by the caller). Delivered means
+ * 200, as upstream (`submit_challenge_score` returns True on 200 only; on anything else its daemon
+ * scores the epoch again and posts again): another 2xx is sent again.
+ */
 export function scoreOutcomeOf(res: { status: number; body: Buffer }): ScoreOutcome {
   const { status } = res;
-  if (status >= 200 && status < 300) return { kind: "delivered", status, receipt: null };
+  if (status === 200) return { kind: "delivered", status, receipt: null };
+  if (status > 200 && status < 300)
+    return {
+      kind: "retryable",
+      status,
+      code: "platform_unexpected_status",
+      message: `HTTP ${status} is not the 200 that records a score`,
+    };
   const message = errorText(res.body.toString("utf8"));
   if (status === 409) {
     const c = classifyConflict(message);

@@ -18,6 +18,8 @@ export type EpochDecision =
 /**
  * `alreadyScored` comes from ScoredEpochRepo. When the server cannot report `elapsed_blocks`
  * (its chain RPC is down) or the epoch length is unknown, the time gate is passed, as in Python.
+ * One gate is ours: an epoch whose status is not `in_progress` is not evaluated (the Python tick
+ * does not look; the server refuses a score for a closed epoch, so no verdict can differ).
  */
 export function assessEpoch(
   current: EpochCurrent | null,
@@ -29,10 +31,7 @@ export function assessEpoch(
   const epochId = epoch.challenge_epoch_id;
   if (epoch.status !== "in_progress") return { evaluate: false, epochId, reason: "not_in_progress" };
   if (alreadyScored(epochId)) return { evaluate: false, epochId, reason: "already_scored" };
-  const length =
-    epoch.epoch_length_blocks && epoch.epoch_length_blocks > 0
-      ? epoch.epoch_length_blocks
-      : epoch.end_block - epoch.start_block;
+  const length = epoch.budget_length_blocks;
   if (current.elapsed_blocks !== null && length > 0 && current.elapsed_blocks / length > latestStartRatio) {
     return { evaluate: false, epochId, reason: "too_late" };
   }

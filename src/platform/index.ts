@@ -1,9 +1,11 @@
 /**
  * The platform module's public face: the TrajectoryRL API client, message signing, pack fetching,
- * the verdict outbox logic. Endpoints and their sources: ./README.md. Repositories live in
- * src/store/platform.ts (exported from src/store). Signature verification (WASM crypto, for tests
+ * the verdict outbox logic and its storage port (OutboxPort, implemented by src/store's
+ * VerdictOutboxRepo). Endpoints and their sources: ./README.md. Signature verification (WASM crypto, for tests
  * and tooling) is ./verify.js, deliberately not re-exported here.
  */
+
+export { isPublicAddress, publicOnlyLookup } from "./address.js";
 export {
   buildScoreBody,
   type CallOptions,
@@ -28,6 +30,7 @@ export {
   isExpired,
   type OutboxEntry,
   type OutboxOutcome,
+  type OutboxPort,
   type OutboxState,
   type OutboxTransition,
   transitionAfter,
@@ -43,6 +46,7 @@ export {
   PackCache,
 } from "./pack-fetch.js";
 export {
+  budgetLengthBlocks,
   type ChallengeEpoch,
   type ChallengerVerdict,
   COLD_START,

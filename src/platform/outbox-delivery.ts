@@ -3,12 +3,17 @@
  * The daemon calls deliverDueVerdicts on its tick (and right after enqueueing a fresh verdict).
  */
 import { type Logger, silentLogger } from "../log.js";
-import type { VerdictOutboxRepo } from "../store/platform.js";
 import type { PlatformClient } from "./client.js";
-import { type BackoffPolicy, DEFAULT_BACKOFF, isExpired, transitionAfter } from "./outbox.js";
+import {
+  type BackoffPolicy,
+  DEFAULT_BACKOFF,
+  isExpired,
+  type OutboxPort,
+  transitionAfter,
+} from "./outbox.js";
 
 export interface DeliveryDeps {
-  outbox: VerdictOutboxRepo;
+  outbox: OutboxPort;
   client: Pick<PlatformClient, "postScore" | "hotkey">;
   log?: Logger;
   policy?: BackoffPolicy;

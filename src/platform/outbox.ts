@@ -32,6 +32,19 @@ export interface OutboxEntry {
   abandonedAt: number | null;
 }
 
+/**
+ * Where queued verdicts live: what the delivery shell needs of storage (src/store's
+ * VerdictOutboxRepo implements it over SQLite). Defined here so platform/ never imports store/.
+ */
+export interface OutboxPort {
+  /** Pending entries of this hotkey whose next attempt is due, oldest first. */
+  due(validatorHotkey: string, nowMs: number, limit?: number): OutboxEntry[];
+  /** Count an attempt before sending it (a crash mid-POST still shows). */
+  markAttempt(id: number, nowMs: number): void;
+  /** Apply an attempt's transition to a pending entry; false when it was no longer pending. */
+  apply(id: number, t: OutboxTransition, nowMs: number, status?: number | null): boolean;
+}
+
 export interface BackoffPolicy {
   /** Delay after the first failed attempt. */
   initialMs: number;

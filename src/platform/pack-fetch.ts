@@ -1,16 +1,20 @@
 /**
  * Fetching a challenger's pack: ≤ 64 KiB, redirects followed, 30 s (trajectoryrl/utils/github.py
- * PackFetcher: httpx follow_redirects, _HTTP_TIMEOUT 30, _MAX_RESPONSE_BYTES 64 KiB). Bytes only:
+ * PackFetcher: httpx follow_redirects, _HTTP_TIMEOUT 30, _MAX_RESPONSE_BYTES 64 KiB), but never
+ * into a non-public address (address.ts). Bytes only:
  * `loadPack(bytes, expectedHash)` (src/pack) verifies. Verified packs are cached by hash under
  * DATA_DIR/packs/ so a restart or a second evaluation never fetches the same pack twice.
  */
 import { randomBytes } from "node:crypto";
+import { lookup } from "node:dns/promises";
 import { mkdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
+import { isIP } from "node:net";
 import { join } from "node:path";
-import { Agent, type Dispatcher, interceptors } from "undici";
+import { Agent, type Dispatcher } from "undici";
 import { InputError, ValidatorError } from "../errors.js";
-import { type Logger, safeUrl, silentLogger } from "../log.js";
+import { type Logger, silentLogger } from "../log.js";
 import { loadPack, MAX_FETCH_BYTES, type PackResult } from "../pack/index.js";
+import { isPublicAddress, NonPublicAddressError, publicOnlyLookup } from "./address.js";
 import { BodyTooLargeError, boundedRequest } from "./http.js";
 
 export const PACK_FETCH_TIMEOUT_MS = 30_000;
@@ -22,68 +26,94 @@ export interface FetchPackOptions {
   maxBytes?: number;
   maxRedirects?: number;
   signal?: AbortSignal;
-  /** Base dispatcher (tests); the redirect interceptor is composed on top of it. */
+  /** Base dispatcher (tests); redirect hops get their own, public-only, unless allowed below. */
   dispatcher?: Dispatcher;
+  /** Follow redirects into loopback and private networks too. Tests only (their hosts are on loopback). */
+  allowPrivateRedirects?: boolean;
   log?: Logger;
 }
 
+/** The statuses httpx follows (`Response.is_redirect`): 301, 302, 303, 307, 308 with a Location. */
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+
 /**
- * GET a pack URL and return its bytes. Errors (all ValidatorError):
+ * GET a pack URL and return its bytes. Redirects are followed as httpx follows them, but never
+ * into a loopback, private or link-local address (checked on the name and again when the socket
+ * connects). Errors (all ValidatorError):
  * - InputError pack_url_invalid: not an http(s) URL
  * - InputError pack_too_large: more than maxBytes (declared or streamed; reading stops at the cap)
- * - InputError pack_fetch_too_many_redirects: still a 3xx after maxRedirects hops
- * - InputError pack_fetch_failed: any other non-200 status (retryable when 5xx/429)
+ * - InputError pack_fetch_too_many_redirects: still a redirect after maxRedirects hops
+ * - InputError pack_fetch_forbidden_redirect: a redirect to a non-public address
+ * - InputError pack_fetch_failed: any other non-200 status (retryable when 5xx/429), a bad Location
  * - InfraError pack_fetch_timeout / pack_fetch_unreachable: our side or the host's network
  * - InfraError aborted: the caller's signal fired
  */
 export async function fetchPack(url: string, opts: FetchPackOptions = {}): Promise<Uint8Array> {
   const log = (opts.log ?? silentLogger).child({ component: "pack-fetch" });
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new InputError("pack_url_invalid", "pack URL is not a URL");
-  }
-  if (parsed.protocol !== "https:" && parsed.protocol !== "http:") {
-    throw new InputError("pack_url_invalid", `pack URL scheme ${parsed.protocol} is not http(s)`);
-  }
+  const first = httpUrl(url, "pack_url_invalid", "pack URL");
   const maxBytes = opts.maxBytes ?? MAX_FETCH_BYTES;
   const maxRedirects = opts.maxRedirects ?? MAX_PACK_REDIRECTS;
-  // One agent per fetch: fetches are rare, and closing it leaves no sockets to a miner's host behind.
+  const timeoutMs = opts.timeoutMs ?? PACK_FETCH_TIMEOUT_MS;
+  const started = performance.now();
+  // Own agents per fetch: fetches are rare, and closing them leaves no sockets to a miner's host behind.
   const own = opts.dispatcher ? undefined : new Agent();
-  const base = opts.dispatcher ?? own!;
-  const dispatcher = base.compose(interceptors.redirect({ maxRedirections: maxRedirects }));
+  const guarded =
+    opts.allowPrivateRedirects || opts.dispatcher
+      ? undefined
+      : new Agent({ connect: { lookup: publicOnlyLookup } });
   try {
-    const res = await boundedRequest({
-      method: "GET",
-      url,
-      headers: { accept: "*/*" },
-      timeoutMs: opts.timeoutMs ?? PACK_FETCH_TIMEOUT_MS,
-      maxBodyBytes: maxBytes,
-      signal: opts.signal,
-      dispatcher,
-      codePrefix: "pack_fetch",
-    });
-    if (res.status >= 300 && res.status < 400 && res.headers.location !== undefined) {
-      throw new InputError(
-        "pack_fetch_too_many_redirects",
-        `pack URL redirected more than ${maxRedirects} times`,
-        {
-          detail: { status: res.status },
-        },
-      );
-    }
-    if (res.status !== 200) {
-      throw new InputError("pack_fetch_failed", `pack URL answered HTTP ${res.status}`, {
-        retryable: res.status >= 500 || res.status === 429,
-        detail: { status: res.status },
+    let target = first;
+    for (let hop = 0; ; hop++) {
+      if (hop > 0 && !opts.allowPrivateRedirects) await assertPublicHost(target);
+      const remaining = timeoutMs - (performance.now() - started);
+      const res = await boundedRequest({
+        method: "GET",
+        url: target.toString(),
+        // As upstream's fetcher asks (github.py `_fetch_pack`): a host may answer by content type.
+        headers: { accept: "application/json" },
+        timeoutMs: Math.max(1, Math.ceil(remaining)),
+        maxBodyBytes: maxBytes,
+        signal: opts.signal,
+        dispatcher: hop > 0 && guarded ? guarded : (opts.dispatcher ?? own!),
+        codePrefix: "pack_fetch",
+      }).catch((err: unknown) => {
+        throw refusedAddress(err) ?? err;
       });
+      const location = [res.headers.location].flat()[0];
+      if (REDIRECTS.has(res.status) && location !== undefined) {
+        if (hop >= maxRedirects)
+          throw new InputError(
+            "pack_fetch_too_many_redirects",
+            `pack URL redirected more than ${maxRedirects} times`,
+            { detail: { status: res.status } },
+          );
+        let next: URL;
+        try {
+          next = new URL(location, target);
+        } catch {
+          throw new InputError("pack_fetch_failed", "pack URL redirected to something that is not a URL");
+        }
+        target = httpUrl(next.toString(), "pack_fetch_failed", "redirect target");
+        continue;
+      }
+      if (res.status !== 200) {
+        throw new InputError("pack_fetch_failed", `pack URL answered HTTP ${res.status}`, {
+          retryable: res.status >= 500 || res.status === 429,
+          detail: { status: res.status },
+        });
+      }
+      // Never the URL, not even masked: a pack URL is secret until the epoch reveals it (github.py
+      // logs packs by hash only); the caller's logger carries the pack hash.
+      log.info(
+        {
+          bytes: res.body.byteLength,
+          redirects: hop,
+          ms: Math.round(performance.now() - started),
+        },
+        "pack.fetched",
+      );
+      return new Uint8Array(res.body.buffer, res.body.byteOffset, res.body.byteLength);
     }
-    log.info(
-      { url: safeUrl(url), bytes: res.body.byteLength, ms: Math.round(res.elapsedMs) },
-      "pack.fetched",
-    );
-    return new Uint8Array(res.body.buffer, res.body.byteOffset, res.body.byteLength);
   } catch (err) {
     if (err instanceof BodyTooLargeError) {
       throw new InputError("pack_too_large", `pack is larger than the fetch limit of ${maxBytes} bytes`, {
@@ -92,12 +122,55 @@ export async function fetchPack(url: string, opts: FetchPackOptions = {}): Promi
       });
     }
     if (err instanceof ValidatorError && err.code !== "aborted") {
-      log.warn({ url: safeUrl(url), code: err.code }, "pack.fetch_failed");
+      log.warn({ code: err.code }, "pack.fetch_failed");
     }
     throw err;
   } finally {
-    await own?.close();
+    await Promise.all([own?.close(), guarded?.close()]);
   }
+}
+
+function httpUrl(raw: string, code: string, what: string): URL {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new InputError(code, `${what} is not a URL`);
+  }
+  if (u.protocol !== "https:" && u.protocol !== "http:")
+    throw new InputError(code, `${what} scheme ${u.protocol} is not http(s)`);
+  return u;
+}
+
+const forbidden = (host: string, address: string) =>
+  new InputError(
+    "pack_fetch_forbidden_redirect",
+    `the pack URL redirected to ${host} (${address}): not a public address`,
+    { retryable: false, detail: { address } },
+  );
+
+/** Refuse a redirect target whose host is, or resolves to, a non-public address (before any socket). */
+async function assertPublicHost(target: URL): Promise<void> {
+  const host = target.hostname.replace(/^\[|\]$/g, "");
+  if (isIP(host)) {
+    if (!isPublicAddress(host)) throw forbidden(target.hostname, host);
+    return;
+  }
+  let addresses: Array<{ address: string }>;
+  try {
+    addresses = await lookup(host, { all: true });
+  } catch {
+    return; // unresolvable: the request fails as unreachable, as it would have anyway
+  }
+  const bad = addresses.find((a) => !isPublicAddress(a.address));
+  if (bad) throw forbidden(target.hostname, bad.address);
+}
+
+/** The guarded agent's lookup refused the connection: the same refusal, from the socket. */
+function refusedAddress(err: unknown): InputError | undefined {
+  for (let e = err as { cause?: unknown } | undefined, i = 0; e && i < 5; e = e.cause as typeof e, i++)
+    if (e instanceof NonPublicAddressError) return forbidden(e.host, e.address);
+  return undefined;
 }
 
 const HASH = /^[0-9a-f]{64}$/;
@@ -169,6 +242,12 @@ export async function obtainPack(
   if (cached) return { result: cached.result, bytes: cached.bytes, fromCache: true };
   const bytes = await fetchPack(url, opts);
   const result = loadPack(bytes, hash);
+  if (result.ok && result.pack.skippedFiles.length > 0)
+    // Upstream skips a non-text entry of `files` without a word; say which ones the miner lost.
+    (opts.log ?? silentLogger).info(
+      { pack: hash.slice(0, 12), skipped: result.pack.skippedFiles.slice(0, 20) },
+      "pack.files_skipped",
+    );
   if (result.ok && opts.cache && HASH.test(hash)) {
     await opts.cache.put(hash, bytes).catch((err: unknown) => {
       // A full disk must not fail the evaluation: the pack is in memory and verified.

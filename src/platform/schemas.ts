@@ -2,10 +2,11 @@
  * The platform's wire shapes, parsed once at the boundary with zod. Field names stay the wire's
  * (snake_case) so every field can be checked against docs/API.md by eye; see README.md here.
  * Lenient where the server is known to vary (numeric strings from Postgres NUMERIC/BIGINT, fields
- * added over time), strict where a wrong value would make us act wrongly (ids, hashes, flags).
- * Pure: zod only.
+ * added over time) or where the Python daemon falls back (block numbers, uids: `int()` or null),
+ * strict where a wrong value would make us act wrongly (ids, hashes, flags). Pure.
  */
 import { z } from "zod";
+import { pyInt } from "../pack/index.js";
 
 /**
  * A finite number, or a decimal string (Postgres NUMERIC/BIGINT arrive as strings: `"score": "0.92"`).
@@ -32,8 +33,46 @@ const opt = <T extends z.ZodType>(s: T) => s.nullish().transform((v) => (v ?? nu
 // GET /api/v2/epoch/current
 // ---------------------------------------------------------------------------------------------
 
-export const challengeEpochSchema = z.object({
-  challenge_epoch_id: id,
+/**
+ * A number the Python daemon reads with `int()` and falls back on (`_opt_int`, `challenger_uid`,
+ * `start_block`): `"123"`, `123.0`, `" 123 "` are 123; anything `int()` refuses is null, never a
+ * failed response. Pure Python semantics: src/pack `pyInt`.
+ */
+const pyIntOrNull = z
+  .unknown()
+  .optional()
+  .transform((v) => pyInt(v));
+
+/** Python truthiness of a JSON value (`x or 0`). */
+const truthy = (v: unknown) =>
+  !(
+    v === undefined ||
+    v === null ||
+    v === false ||
+    v === 0 ||
+    v === "" ||
+    (Array.isArray(v) && v.length === 0)
+  ) && !(typeof v === "object" && v !== null && !Array.isArray(v) && Object.keys(v).length === 0);
+
+/**
+ * The epoch length `_epoch_has_budget` divides by, from the fields as the server sent them:
+ * `int(epoch_length_blocks or 0)`, else `int((end_block or 0) - (start_block or 0))` (a subtraction
+ * Python can only do on numbers), else 0, which passes the gate.
+ */
+export function budgetLengthBlocks(raw: Record<string, unknown>): number {
+  const declared = pyInt(truthy(raw.epoch_length_blocks) ? raw.epoch_length_blocks : 0) ?? 0;
+  if (declared > 0) return declared;
+  const num = (v: unknown) => (truthy(v) ? v : 0);
+  const end = num(raw.end_block);
+  const start = num(raw.start_block);
+  const arith = (v: unknown) => typeof v === "number" || typeof v === "boolean";
+  if (!arith(end) || !arith(start)) return 0;
+  return pyInt(Number(end) - Number(start)) ?? 0;
+}
+
+const challengeEpochFields = z.object({
+  /** `int(epoch["challenge_epoch_id"])`; an epoch without a usable id is skipped upstream, refused here. */
+  challenge_epoch_id: pyIntOrNull.pipe(z.number().int().min(0)),
   challenger_hotkey: z.string().min(1),
   challenger_pack_hash: z
     .string()
@@ -41,16 +80,33 @@ export const challengeEpochSchema = z.object({
     .transform((s) => s.toLowerCase()),
   /** Gated: present only for a validator-signed request or an epoch older than 24 h. */
   challenger_pack_url: opt(z.string()),
-  /** Not documented in API.md; read by the Python daemon when present (-1 when unknown). */
-  challenger_uid: opt(int),
-  start_block: int,
-  end_block: int,
-  epoch_length_blocks: opt(int),
-  status: z.string(),
-  created_at: opt(z.string()),
-  /** The scoring spec the server schedules for this epoch; absent on older servers. */
-  spec_number: opt(int.min(0)),
+  /** Not documented in API.md; the Python daemon reads it with `int()`, -1 when unusable (null here). */
+  challenger_uid: pyIntOrNull,
+  start_block: pyIntOrNull,
+  end_block: pyIntOrNull,
+  epoch_length_blocks: pyIntOrNull,
+  /** Not derived by the Python daemon's tick (it never reads it there); null when not a string. */
+  status: z
+    .unknown()
+    .optional()
+    .transform((v) => (typeof v === "string" ? v : null)),
+  created_at: z
+    .unknown()
+    .optional()
+    .transform((v) => (typeof v === "string" ? v : null)),
+  /** The scoring spec the server schedules; `resolve_eval_spec` reads it with `int()`. null → the local spec. */
+  spec_number: pyIntOrNull,
+  /** Not on the wire: `_epoch_has_budget`'s length, from the raw fields (budgetLengthBlocks). */
+  budget_length_blocks: z.number().int(),
 });
+
+export const challengeEpochSchema = z.preprocess(
+  (raw) =>
+    raw !== null && typeof raw === "object" && !Array.isArray(raw)
+      ? { ...raw, budget_length_blocks: budgetLengthBlocks(raw as Record<string, unknown>) }
+      : raw,
+  challengeEpochFields,
+);
 export type ChallengeEpoch = z.output<typeof challengeEpochSchema>;
 
 export const seatedWinnerSchema = z.object({
@@ -74,9 +130,10 @@ export const epochCurrentSchema = z.object({
    * cost us the epoch, so it degrades to null instead of failing the response.
    */
   winner: opt(seatedWinnerSchema).catch(null),
-  current_block: opt(int),
-  elapsed_blocks: opt(int),
-  remaining_blocks: opt(int),
+  /** `_opt_int`: the server's chain view, null when its RPC is down or the value is not `int()`-able. */
+  current_block: pyIntOrNull,
+  elapsed_blocks: pyIntOrNull,
+  remaining_blocks: pyIntOrNull,
 });
 export type EpochCurrent = z.output<typeof epochCurrentSchema>;
 

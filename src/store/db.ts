@@ -30,12 +30,31 @@ export function openDb(path: string, opts: OpenOptions = {}): Db {
   }
   if (!opts.readonly) {
     db.pragma("journal_mode = WAL");
-    // NORMAL is durable against process crashes in WAL mode (only an OS crash can lose the last commits).
+    // NORMAL is durable against process crashes in WAL mode (only an OS crash or power loss can lose
+    // the last commits); the writes that must survive those too go through `durably`.
     db.pragma("synchronous = NORMAL");
     db.pragma("foreign_keys = ON");
     migrate(db, opts.migrations ?? MIGRATIONS, opts.log);
   }
   return db;
+}
+
+/**
+ * Run `fn` as one transaction committed with `synchronous = FULL`: the WAL is fsynced before the
+ * commit returns, so what `fn` wrote survives an OS crash or a power cut, not only a process crash.
+ * For the few writes that are votes (the verdict outbox, the scored-epoch mark, a finished
+ * evaluation's verdict); everything else keeps NORMAL. Inside a caller's transaction it only runs
+ * `fn`: the outer commit decides (wrap the outer one instead).
+ */
+export function durably<T>(db: Db, fn: () => T): T {
+  if (db.inTransaction) return fn();
+  const before = db.pragma("synchronous", { simple: true }) as number;
+  db.pragma("synchronous = FULL");
+  try {
+    return db.transaction(fn)();
+  } finally {
+    db.pragma(`synchronous = ${before}`);
+  }
 }
 
 export function migrate(db: Db, migrations: readonly Migration[], log?: Logger): number {

@@ -1,4 +1,4 @@
-import type { Db } from "./db.js";
+import { type Db, durably } from "./db.js";
 
 export type EvaluationStatus = "running" | "scored" | "rejected" | "discarded" | "aborted";
 export type EpisodeRowStatus = "running" | "final" | "retry" | "unresolved" | "interrupted" | "aborted";
@@ -176,10 +176,10 @@ export class EvaluationRepo {
     reason: string | null,
     verdict: unknown,
   ): boolean {
-    return (
-      this.s.finish.run({ id, status, reason, verdict: verdict === null ? null : JSON.stringify(verdict) })
-        .changes === 1
-    );
+    // A finished evaluation's verdict is a vote ("never run twice"): committed to survive an OS crash.
+    const run = () =>
+      this.s.finish.run({ id, status, reason, verdict: verdict === null ? null : JSON.stringify(verdict) });
+    return (verdict === null ? run() : durably(this.db, run)).changes === 1;
   }
 
   episodes(evaluationId: string): EpisodeRow[] {

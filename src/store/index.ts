@@ -1,4 +1,4 @@
-export { type Db, migrate, type OpenOptions, openDb } from "./db.js";
+export { type Db, durably, migrate, type OpenOptions, openDb } from "./db.js";
 export {
   type EpisodeRow,
   type EpisodeRowStatus,
@@ -7,23 +7,17 @@ export {
   type EvaluationStatus,
 } from "./evaluations.js";
 export { KvRepo } from "./kv.js";
-export type { Migration } from "./migrations/index.js";
 export {
-  type CachedWinner,
-  type EnqueueVerdict,
   type LogUpload,
   type LogUploadKind,
   LogUploadRepo,
   type LogUploadState,
-  MARK,
-  PlatformMarksRepo,
-  type ScoredEpoch,
-  ScoredEpochRepo,
-  VerdictOutboxRepo,
-  WINNER_FALLBACK_TTL_MS,
-  WinnerCacheRepo,
-} from "./platform.js";
+} from "./log-uploads.js";
+export { MARK, PlatformMarksRepo } from "./marks.js";
+export { MIGRATIONS, type Migration } from "./migrations/index.js";
+export { type EnqueueVerdict, VerdictOutboxRepo } from "./outbox.js";
 export { ReceiptRepo } from "./receipts.js";
+export { type ScoredEpoch, ScoredEpochRepo } from "./scored-epochs.js";
 export {
   type WeightAttempt,
   type WeightAttemptFinish,
@@ -31,3 +25,4 @@ export {
   type WeightAttemptStart,
   WeightsRepo,
 } from "./weights.js";
+export { type CachedWinner, WINNER_FALLBACK_TTL_MS, WinnerCacheRepo } from "./winner-cache.js";

@@ -1,4 +1,4 @@
-import type { Receipt, ReceiptSink } from "../meter/receipt.js";
+import type { Receipt, ReceiptSink } from "../meter/index.js";
 import type { Db } from "./db.js";
 
 interface Row {

@@ -33,14 +33,32 @@ describe("trajrl-validator pack (the CLI as an operator runs it)", () => {
     ["invalid_pack_structure", '{"schema_version": 1, "files": []}'],
     ["missing_skill_md", '{"schema_version": 1, "files": {"policy.py": "x"}}'],
     ["empty_skill_md", '{"schema_version": 1, "files": {"SKILL.md": "  "}}'],
-    ["invalid_policy_files", '{"schema_version": 1, "files": {"SKILL.md": "x", "../evil": "x"}}'],
-    ["pack_too_large", JSON.stringify({ schema_version: 1, files: { "SKILL.md": "y".repeat(40_000) } })],
+    ["invalid_pack_structure", '{"schema_version": 1, "files": {"SKILL.md": "x", "../evil": "x"}}'],
+    ["pack_verify_failed", JSON.stringify({ schema_version: 1, files: { "SKILL.md": "y".repeat(70_000) } })],
   ])("pack validate exits 1 naming %s, one line, no stack trace", (code, body) => {
     const r = cli("pack", "validate", write(`${code}.json`, body));
     expect(r.status).toBe(1);
     expect(r.stderr.trim().split("\n")).toHaveLength(1);
     expect(r.stderr).toContain(code);
     expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it("pack validate exits 0 for a pack validators accept, warning what the platform or the sidecar will do", () => {
+    const body = JSON.stringify({
+      files: { "SKILL.md": "y".repeat(40_000), "Z.txt": "1", "z.txt": "2", n: 3, a: "1", "a/b": "2" },
+    });
+    const r = cli("pack", "validate", write("accepted.json", body));
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^valid: [0-9a-f]{64}/);
+    expect(r.stderr).toContain("platform refuses submissions over 32768 bytes");
+    expect(r.stderr).toContain('files["n"] is int, not text: validators skip it');
+    expect(r.stderr).toContain("every scenario scores 0");
+    const j = cli("pack", "validate", write("accepted2.json", body), "--json");
+    expect(j.status).toBe(0);
+    const parsed = JSON.parse(j.stdout) as { valid: boolean; files: string[]; warnings: string[] };
+    expect(parsed.valid).toBe(true);
+    expect(parsed.files).toEqual(["Z.txt", "z.txt", "a", "a/b"]);
+    expect(parsed.warnings).toHaveLength(3);
   });
 
   it("pack validate --hash mismatch → pack_verify_failed", () => {
@@ -53,9 +71,7 @@ describe("trajrl-validator pack (the CLI as an operator runs it)", () => {
   it("a non-JSON file gets a clear message with the position", () => {
     const r = cli("pack", "validate", write("notjson.txt", "hello, I am not JSON\n"));
     expect(r.status).toBe(1);
-    expect(r.stderr).toMatch(
-      /invalid_pack_structure: pack is not valid JSON: Expecting value: line 1 column 1/,
-    );
+    expect(r.stderr).toMatch(/pack_verify_failed: pack is not valid JSON: Expecting value: line 1 column 1/);
   });
 
   it("pack build then validate round-trips", () => {

@@ -336,6 +336,17 @@ describe("POST /api/v2/epoch/{id}/score: every result class", () => {
     });
   });
 
+  it("only a 200 is delivered: another 2xx is sent again (upstream posts again on anything but 200)", async () => {
+    const e = fake.openEpoch();
+    fake.inject("epoch.score", { kind: "status", status: 201, body: '{"success": true}' });
+    expect(await client().postScore(e.challenge_epoch_id, verdict)).toMatchObject({
+      kind: "retryable",
+      status: 201,
+      code: "platform_unexpected_status",
+    });
+    expect((await client().postScore(e.challenge_epoch_id, verdict)).kind).toBe("delivered");
+  });
+
   it("a 200 with an undocumented body still counts as delivered (receipt null)", async () => {
     const e = fake.openEpoch();
     fake.inject("epoch.score", { kind: "malformed", body: "OK" });

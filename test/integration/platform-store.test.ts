@@ -5,6 +5,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { winnerCurrentSchema } from "../../src/platform/index.js";
 import {
   type Db,
+  durably,
+  EvaluationRepo,
   LogUploadRepo,
   MARK,
   openDb,
@@ -220,5 +222,72 @@ describe("log uploads and marks", () => {
     m.set(MARK.heartbeatSent, 100);
     m.set(MARK.heartbeatSent, 200, "ok");
     expect(new PlatformMarksRepo(reopen()).get(MARK.heartbeatSent)).toEqual({ at: 200, detail: "ok" });
+  });
+});
+
+describe("votes are committed with synchronous=FULL, everything else with NORMAL", () => {
+  /** The synchronous level in force at each transaction's commit (durably opens one per write). */
+  function levelsAtCommit(d: Db): number[] {
+    const levels: number[] = [];
+    const tx = d.transaction.bind(d);
+    d.transaction = ((fn: (...a: unknown[]) => unknown) => {
+      const wrapped = tx(fn);
+      return Object.assign((...a: unknown[]) => {
+        const out = wrapped(...a);
+        levels.push(d.pragma("synchronous", { simple: true }) as number);
+        return out;
+      }, wrapped);
+    }) as typeof d.transaction;
+    return levels;
+  }
+  const FULL = 2;
+  const NORMAL = 1;
+
+  it("the outbox, the scored mark and a finished evaluation's verdict", () => {
+    expect(db.pragma("synchronous", { simple: true })).toBe(NORMAL);
+    const levels = levelsAtCommit(db);
+    const o = new VerdictOutboxRepo(db);
+    const { entry } = o.enqueue({
+      epochId: 3,
+      validatorHotkey: "5V",
+      verdict: { spec_number: 1, challenger: { score: 1, qualified: true } },
+      nowMs: 1,
+    });
+    o.markAttempt(entry.id, 2);
+    o.apply(entry.id, { state: "pending", nextAttemptAt: 9, reason: "retry" }, 3, 503);
+    o.apply(entry.id, { state: "delivered", outcome: "delivered", reason: null }, 4, 200);
+    o.closeEpochsBefore("5V", 4, 5);
+    new ScoredEpochRepo(db).mark({ epochId: 9, validatorHotkey: "5V", scoredAt: 6 });
+    const ev = new EvaluationRepo(db);
+    ev.create({
+      id: "e1",
+      resumeKey: "k",
+      packHash: "h",
+      spec: 1,
+      scenarios: ["a"],
+      source: "epoch",
+      meta: {},
+    });
+    ev.finish("e1", "scored", null, { spec_number: 1 });
+    expect(levels).toEqual([FULL, FULL, FULL, FULL, FULL, FULL, FULL]);
+    // …and the connection is back to NORMAL for everything else.
+    expect(db.pragma("synchronous", { simple: true })).toBe(NORMAL);
+  });
+
+  it("restored after a failed write; inside a caller's transaction the outer commit decides", () => {
+    expect(() =>
+      durably(db, () => {
+        throw new Error("boom");
+      }),
+    ).toThrow("boom");
+    expect(db.pragma("synchronous", { simple: true })).toBe(NORMAL);
+    const seen: number[] = [];
+    db.transaction(() =>
+      durably(db, () => seen.push(db.pragma("synchronous", { simple: true }) as number)),
+    )();
+    expect(seen).toEqual([NORMAL]);
+    const outer: number[] = [];
+    durably(db, () => durably(db, () => outer.push(db.pragma("synchronous", { simple: true }) as number)));
+    expect(outer).toEqual([FULL]);
   });
 });

@@ -1,8 +1,10 @@
 /**
  * Bad input, packs: mutated packs through the path a challenger's pack takes — fetch (a real HTTP
  * server on loopback) → verify (the published hash) → validate. Every one must end as accepted or
- * as a rejection with a documented code; none may throw anything but a ValidatorError with a code.
- * Seeds: the real miner packs of the fixtures and the example packs. Seeded, so a failure replays.
+ * as a rejection with upstream's code, and the verdict must be the one upstream's rules give (a
+ * line-by-line transcription of github.py / miner_eval.py / extract_policy_files below); none may
+ * throw anything but a ValidatorError with a code. An accepted pack's sidecar layout never leaves
+ * /policy. Seeds: the real miner packs of the fixtures and the example packs. Seeded, so a failure replays.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
@@ -12,13 +14,17 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ValidatorError } from "../../src/errors.js";
 import {
+  isPyBlank,
   loadPack,
-  MAX_CANONICAL_BYTES,
   MAX_FETCH_BYTES,
+  MAX_POLICY_FILES_BYTES,
   type PackResult,
+  PLATFORM_MAX_PACK_BYTES,
+  type PyValue,
   packHashOf,
   parsePackBytes,
-  policyFileNameProblem,
+  policyTarEntries,
+  pyJsonParse,
   SKILL_MD,
   sha256Hex,
 } from "../../src/pack/index.js";
@@ -31,17 +37,52 @@ const HTTP_RUNS = Number(process.env.FUZZ_HTTP_RUNS ?? 400);
 
 const REJECTION_CODES = new Set([
   "pack_verify_failed",
-  "pack_too_large",
   "invalid_pack_structure",
   "missing_skill_md",
   "empty_skill_md",
-  "invalid_policy_files",
 ]);
+
+/**
+ * Upstream's verdict, transcribed from its Python (Season 2): github.py `verify_submission` (64 KiB,
+ * `resp.text`, `json.loads`, the hash), miner_eval.py `evaluate_miner_s1` (the order of the checks)
+ * and policy/__init__.py `extract_policy_files`. Written apart from src/pack so the two can disagree.
+ */
+function upstreamVerdict(bytes: Buffer, hash: string | undefined): string {
+  if (bytes.length > 64 * 1024) return "pack_verify_failed";
+  let pack: PyValue;
+  try {
+    // httpx ≥ 0.25 `resp.text`: bytes.decode("utf-8", "replace"); the utf-8 codec keeps a BOM.
+    pack = pyJsonParse(new TextDecoder("utf-8", { ignoreBOM: true }).decode(bytes));
+  } catch {
+    return "pack_verify_failed";
+  }
+  if (hash !== undefined && packHashOf(pack) !== hash) return "pack_verify_failed";
+  if (!(pack instanceof Map)) return "invalid_pack_structure";
+  const files = pack.get("files");
+  if (!(files instanceof Map)) return "invalid_pack_structure";
+  if (!files.has("SKILL.md")) return "missing_skill_md";
+  const out: string[] = [];
+  for (const [name, content] of files) {
+    if (name === "SKILL.md" || typeof content !== "string") continue;
+    if (name.startsWith("/") || name.split("/").includes("..")) return "invalid_pack_structure";
+    out.push(content);
+  }
+  let total = 0;
+  for (const c of out) {
+    if (!c.isWellFormed()) return "invalid_pack_structure"; // str.encode raises UnicodeEncodeError
+    total += Buffer.byteLength(c, "utf8");
+  }
+  if (total > 512 * 1024) return "invalid_pack_structure";
+  const skill = files.get("SKILL.md");
+  if (typeof skill !== "string" || isPyBlank(skill)) return "empty_skill_md";
+  return "ok";
+}
 /** What fetchPack may throw (src/platform/pack-fetch.ts): every one a ValidatorError with a code. */
 const FETCH_CODES = new Set([
   "pack_url_invalid",
   "pack_too_large",
   "pack_fetch_too_many_redirects",
+  "pack_fetch_forbidden_redirect",
   "pack_fetch_failed",
   "pack_fetch_timeout",
   "pack_fetch_unreachable",
@@ -69,6 +110,17 @@ const nastyName = fc.oneof(
     "a//b",
     "a\\b",
     "nul\u0000.py",
+    "policy.py\u0000x",
+    "..\u0000",
+    "\ud800.py",
+    "\udcff",
+    "a",
+    "a/b",
+    "sdk",
+    "sdk/trajrl_policy.py",
+    "POLICY.PY",
+    "Policy.py",
+    ".",
     "",
     "x".repeat(256),
     "policy.py",
@@ -88,7 +140,7 @@ const nastyText = fc.oneof(
     "   \n\t",
     "\u0000",
     "\ud800",
-    "x".repeat(MAX_CANONICAL_BYTES - 80),
+    "x".repeat(PLATFORM_MAX_PACK_BYTES - 80),
     "é".repeat(20_000),
   ),
 );
@@ -114,6 +166,12 @@ const structural: fc.Arbitrary<Mutation> = fc.oneof(
   fc.constant((d: Doc) => {
     const files = { ...(d.files as Doc) };
     delete files[SKILL_MD];
+    return { ...d, files };
+  }),
+  // A name that only differs in case from one already there (upstream accepts both).
+  fc.constant((d: Doc) => {
+    const files = { ...(d.files as Doc) };
+    for (const k of Object.keys(files)) if (k !== SKILL_MD) files[k.toUpperCase()] = "upper";
     return { ...d, files };
   }),
   nastyValue.map((v) => (d: Doc) => ({ ...d, schema_version: v })),
@@ -202,20 +260,51 @@ interface Tally {
   accepted: number;
   rejected: Record<string, number>;
   crashes: number;
+  /** Accepted packs with a non-text file skipped, over the platform's 32 KB, moved names, an unwritable sidecar. */
+  skipped: number;
+  overPlatformCap: number;
+  moved: number;
+  unwritable: number;
 }
+const newTally = (): Tally => ({
+  accepted: 0,
+  rejected: {},
+  crashes: 0,
+  skipped: 0,
+  overPlatformCap: 0,
+  moved: 0,
+  unwritable: 0,
+});
 
 function checkResult(r: PackResult, c: Candidate, tally: Tally): void {
+  expect(r.ok ? "ok" : r.rejection.code).toBe(upstreamVerdict(c.bytes, c.hash?.toLowerCase()));
   if (r.ok) {
     tally.accepted++;
     const p = r.pack;
-    // An accepted pack is what the published hash says it is, and obeys every rule.
+    // An accepted pack is what the published hash says it is, and obeys upstream's rules.
+    expect(c.bytes.length).toBeLessThanOrEqual(MAX_FETCH_BYTES);
     const parsed = parsePackBytes(c.bytes);
     expect(parsed.ok).toBe(true);
     if (parsed.ok) expect(packHashOf(parsed.value)).toBe(p.hash);
     if (c.hash !== undefined) expect(p.hash).toBe(c.hash.toLowerCase());
-    expect(p.canonicalBytes).toBeLessThanOrEqual(MAX_CANONICAL_BYTES);
-    expect(p.skillMd.trim().length).toBeGreaterThan(0);
-    for (const name of Object.keys(p.policyFiles)) expect(policyFileNameProblem(name), name).toBeNull();
+    expect(isPyBlank(p.skillMd)).toBe(false);
+    let total = 0;
+    for (const name of p.policyFileOrder) {
+      expect(name.startsWith("/") || name.split("/").includes(".."), name).toBe(false);
+      total += Buffer.byteLength(p.policyFiles[name]!, "utf8");
+    }
+    expect(total).toBeLessThanOrEqual(MAX_POLICY_FILES_BYTES);
+    if (p.skippedFiles.length > 0) tally.skipped++;
+    if (p.canonicalBytes > PLATFORM_MAX_PACK_BYTES) tally.overPlatformCap++;
+    // The sidecar: either a layout inside /policy, or a policy fault (upstream's sidecar fails too).
+    if (p.policyTree.ok) {
+      if (p.policyTree.moved.length > 0) tally.moved++;
+      for (const f of [...p.policyTree.files.map((f) => f.path), ...p.policyTree.dirs])
+        for (const seg of f.split("/")) expect(["", ".", ".."], f).not.toContain(seg);
+    } else {
+      tally.unwritable++;
+      expect(() => policyTarEntries(p)).toThrow(expect.objectContaining({ code: "policy_files_unwritable" }));
+    }
   } else {
     expect(REJECTION_CODES.has(r.rejection.code), r.rejection.code).toBe(true);
     expect(r.rejection.message.length).toBeGreaterThan(0);
@@ -229,12 +318,12 @@ function summary(n: number, t: Tally): string {
     .map(([k, v]) => `${k} ${v}`)
     .join(", ");
   const rejected = Object.values(t.rejected).reduce((a, b) => a + b, 0);
-  return `${n} fuzzed packs (seed ${SEED}): ${t.accepted} accepted, ${rejected} rejected {${codes}}, ${t.crashes} crashes`;
+  return `${n} fuzzed packs (seed ${SEED}): ${t.accepted} accepted (${t.skipped} skipping a value, ${t.overPlatformCap} over 32 KB, ${t.moved} with moved names, ${t.unwritable} unwritable), ${rejected} rejected {${codes}}, ${t.crashes} crashes`;
 }
 
 describe("fuzzed packs: verify → validate", () => {
   it(`${RUNS} mutated packs are each accepted or rejected with a documented code; none throws`, () => {
-    const tally: Tally = { accepted: 0, rejected: {}, crashes: 0 };
+    const tally = newTally();
     let n = 0;
     fc.assert(
       fc.property(candidate, (c) => {
@@ -254,8 +343,9 @@ describe("fuzzed packs: verify → validate", () => {
     expect(tally.crashes).toBe(0);
     // The generator must reach every rejection path and some acceptances, or it proves little.
     expect(tally.accepted).toBeGreaterThan(RUNS / 50);
-    for (const code of ["pack_verify_failed", "invalid_pack_structure", "missing_skill_md", "empty_skill_md"])
-      expect(tally.rejected[code] ?? 0, code).toBeGreaterThan(0);
+    for (const code of REJECTION_CODES) expect(tally.rejected[code] ?? 0, code).toBeGreaterThan(0);
+    for (const k of ["skipped", "overPlatformCap", "moved", "unwritable"] as const)
+      expect(tally[k], k).toBeGreaterThan(0);
   });
 });
 
@@ -349,7 +439,7 @@ describe("fuzzed packs: fetch → verify → validate over HTTP", () => {
   );
 
   it(`${HTTP_RUNS} mutated packs served badly: a verdict or a coded fetch error, never a crash`, async () => {
-    const tally: Tally = { accepted: 0, rejected: {}, crashes: 0 };
+    const tally = newTally();
     const fetchErrors: Record<string, number> = {};
     let n = 0;
     await fc.assert(
@@ -358,8 +448,16 @@ describe("fuzzed packs: fetch → verify → validate over HTTP", () => {
         const path = `/p${n}`;
         routes.set(path, { bytes: c.bytes, serve: s });
         try {
-          const got = await obtainPack(`${base}${path}`, c.hash ?? sha256Hex(c.bytes), { timeoutMs: 500 });
-          checkResult(got.result, { bytes: Buffer.from(got.bytes), hash: c.hash }, tally);
+          // The host is on loopback: its redirects are followed only with the tests' explicit allow.
+          const got = await obtainPack(`${base}${path}`, c.hash ?? sha256Hex(c.bytes), {
+            timeoutMs: 500,
+            allowPrivateRedirects: true,
+          });
+          checkResult(
+            got.result,
+            { bytes: Buffer.from(got.bytes), hash: c.hash ?? sha256Hex(c.bytes) },
+            tally,
+          );
           // What arrived is what was served: a lying server cannot get a different pack verified.
           if (got.result.ok) expect(Buffer.from(got.bytes).equals(c.bytes)).toBe(true);
         } catch (err) {

@@ -9,6 +9,7 @@ import {
   type PyValue,
   packHashOf,
   pyFloatRepr,
+  pyInt,
   pyJsonDumps,
   pyJsonParse,
   sha256Hex,
@@ -159,5 +160,37 @@ describe("differential test against CPython's json module", () => {
 
   it("PyFloat survives a round trip", () => {
     expect(pyJsonDumps(new PyFloat(3))).toBe("3.0");
+  });
+});
+
+describe("pyInt is Python's int() on a JSON value (CPython 3.11, checked in the REPL)", () => {
+  it.each<[unknown, number | null]>([
+    ["42", 42],
+    [" 42 ", 42],
+    ["+42", 42],
+    ["-42", -42],
+    ["4_2", 42],
+    ["042", 42],
+    ["\u0664\u0662", 42],
+    ["\u{1D7D8}\u{1D7E2}", 0],
+    ["\u300042\u3000", 42],
+    ["\u001c7", null],
+    ["1.5", null],
+    ["1e3", null],
+    ["0x10", null],
+    ["", null],
+    ["4__2", null],
+    ["_42", null],
+    ["+ 42", null],
+    [12.7, 12],
+    [-12.7, -12],
+    [true, 1],
+    [false, 0],
+    [null, null],
+    [undefined, null],
+    [[1], null],
+    [{}, null],
+  ])("int(%j) → %s", (v, expected) => {
+    expect(pyInt(v)).toBe(expected);
   });
 });

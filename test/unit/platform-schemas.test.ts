@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   assessEpoch,
+  budgetLengthBlocks,
   classifyConflict,
   epochCurrentSchema,
   type ScoreOutcome,
@@ -95,7 +96,14 @@ describe("response schemas accept the documented shapes", () => {
       "challenger hotkey missing",
       { ...EPOCH_HIDDEN, epoch: { ...EPOCH_HIDDEN.epoch, challenger_hotkey: undefined } },
     ],
-    ["blocks as text", { ...EPOCH_HIDDEN, epoch: { ...EPOCH_HIDDEN.epoch, start_block: "soon" } }],
+    [
+      "epoch id a float string",
+      { ...EPOCH_HIDDEN, epoch: { ...EPOCH_HIDDEN.epoch, challenge_epoch_id: "12.5" } },
+    ],
+    [
+      "epoch id missing",
+      { ...EPOCH_HIDDEN, epoch: { ...EPOCH_HIDDEN.epoch, challenge_epoch_id: undefined } },
+    ],
     ["epoch is a list", { ...EPOCH_HIDDEN, epoch: [] }],
   ])("epoch/current rejects: %s", (_, body) => {
     expect(epochCurrentSchema.safeParse(body).success).toBe(false);
@@ -156,6 +164,10 @@ describe("score outcome classification", () => {
 
   it.each<[number, unknown, string]>([
     [200, { success: true }, "delivered"],
+    // trajrl_api.py submit_challenge_score: True on 200 only; anything else is sent again.
+    [201, { success: true }, "retryable:platform_unexpected_status"],
+    [202, "", "retryable:platform_unexpected_status"],
+    [204, "", "retryable:platform_unexpected_status"],
     [409, { success: false, error: "epoch is finalized" }, "finalized"],
     [409, { success: false, error: "eval window closed" }, "finalized"],
     [409, { success: false, error: "Epoch is not in progress" }, "finalized"],
@@ -178,6 +190,101 @@ describe("score outcome classification", () => {
   it("conflict texts: finalized wins over 'already'", () => {
     expect(classifyConflict("epoch already finalized")).toBe("finalized");
     expect(classifyConflict("something else")).toBe("conflict");
+  });
+});
+
+// upstream: trajrl_api.py fetch_current_epoch `_opt_int`, validator.py `_commitment_from_epoch`,
+// `_epoch_has_budget`, sandbox_harness.py `resolve_eval_spec` (int() then fall back).
+describe("epoch/current read with int() and a null fallback, as upstream", () => {
+  const epoch = (over: Record<string, unknown>, top: Record<string, unknown> = {}) =>
+    epochCurrentSchema.parse({ ...EPOCH_HIDDEN, ...top, epoch: { ...EPOCH_HIDDEN.epoch, ...over } });
+
+  it.each<[string, unknown, number | null]>([
+    ["an int", 7, 7],
+    ["digits", "7", 7],
+    ["padded, signed, underscored digits", " +7_0 ", 70],
+    ["a float (truncated)", 7.9, 7],
+    ["true", true, 1],
+    ["a float string", "7.5", null],
+    ["words", "seven", null],
+    ["null", null, null],
+    ["missing", undefined, null],
+    ["an object", { uid: 7 }, null],
+  ])("challenger_uid as %s → %s", (_, uid, expected) => {
+    expect(epoch({ challenger_uid: uid }).epoch?.challenger_uid).toBe(expected);
+  });
+
+  it("block numbers and the chain view as text or garbage never cost the epoch", () => {
+    const r = epoch(
+      { start_block: "5300000", end_block: null, epoch_length_blocks: "150", created_at: 5, status: 1 },
+      { current_block: "5300075", elapsed_blocks: "75", remaining_blocks: [] },
+    );
+    expect(r.epoch).toMatchObject({
+      challenge_epoch_id: 1234,
+      start_block: 5300000,
+      end_block: null,
+      epoch_length_blocks: 150,
+      created_at: null,
+      status: null,
+    });
+    expect([r.current_block, r.elapsed_blocks, r.remaining_blocks]).toEqual([5300075, 75, null]);
+    expect(epoch({ challenge_epoch_id: "1234" }).epoch?.challenge_epoch_id).toBe(1234);
+  });
+
+  it("spec_number: int() or null (the resolver then falls back to the local spec)", () => {
+    expect(epoch({ spec_number: "27" }).epoch?.spec_number).toBe(27);
+    for (const v of ["not-a-spec", null, undefined, [27]])
+      expect(epoch({ spec_number: v }).epoch?.spec_number).toBeNull();
+  });
+
+  // tests/test_validator.py TestEpochBudgetGate: 150-block epoch at 8000000.
+  const gate = (epochOver: Record<string, unknown>, elapsed: unknown) =>
+    assessEpoch(
+      epochCurrentSchema.parse({
+        epoch: {
+          challenge_epoch_id: 17,
+          challenger_hotkey: "5G",
+          challenger_pack_hash: "f".repeat(64),
+          challenger_pack_url: "https://x/p.json",
+          start_block: 8000000,
+          end_block: 8000150,
+          epoch_length_blocks: 150,
+          status: "in_progress",
+          ...epochOver,
+        },
+        elapsed_blocks: elapsed,
+        remaining_blocks: null,
+      }),
+      () => false,
+    ).evaluate;
+  it.each<[string, Record<string, unknown>, unknown, boolean]>([
+    ["proceeds when under threshold (30/150)", {}, 30, true],
+    ["skips when past threshold (100/150)", {}, 100, false],
+    ["skips at exactly half plus one (76/150)", {}, 76, false],
+    ["proceeds at exactly half (75/150: the gate is strict)", {}, 75, true],
+    ["bypass when elapsed_blocks is null", {}, null, true],
+    ["falls back to end - start when the length is 0", { epoch_length_blocks: 0 }, 30, true],
+    ["falls back to end - start (100/150 skips)", { epoch_length_blocks: 0 }, 100, false],
+    // Beyond upstream's tests, the same code on values as text:
+    ["elapsed as text is int()-ed", {}, "100", false],
+    ["a length as text is int()-ed", { epoch_length_blocks: "150" }, 100, false],
+    [
+      "start and end as text cannot be subtracted: the gate passes",
+      { epoch_length_blocks: null, start_block: "8000000", end_block: "8000150" },
+      100,
+      true,
+    ],
+    ["elapsed as garbage: no chain view, the gate passes", {}, "soon", true],
+  ])("%s", (_, over, elapsed, evaluate) => {
+    expect(gate(over, elapsed)).toBe(evaluate);
+  });
+
+  it("bypass when the length is unknowable (no length, no start or end)", () => {
+    expect(budgetLengthBlocks({ challenge_epoch_id: 17 })).toBe(0);
+    expect(budgetLengthBlocks({ end_block: 8000150, start_block: 8000000 })).toBe(150);
+    expect(budgetLengthBlocks({ end_block: 8000150.9, start_block: 8000000 })).toBe(150);
+    expect(budgetLengthBlocks({ end_block: 8000150, start_block: null })).toBe(8000150);
+    expect(budgetLengthBlocks({ epoch_length_blocks: -5, end_block: 10, start_block: 4 })).toBe(6);
   });
 });
 

@@ -1,4 +1,4 @@
-import type { Migration } from "./index.js";
+import type { Migration } from "./migration.js";
 
 /** The meter's per-call receipts (src/meter/receipt.ts). Money is exact: integer pico-dollars. */
 export const m002Receipts: Migration = {

@@ -1,4 +1,4 @@
-import type { Migration } from "./index.js";
+import type { Migration } from "./migration.js";
 
 /**
  * Evaluations (one pack over one scenario set) and their episodes (one row per attempt).

@@ -1,4 +1,4 @@
-import type { Migration } from "./index.js";
+import type { Migration } from "./migration.js";
 
 /**
  * Every set_weights (or timelocked commit) attempt, for audit. A row is written before the

@@ -1,4 +1,4 @@
-import type { Migration } from "./index.js";
+import type { Migration } from "./migration.js";
 
 /**
  * The platform protocol's durable state. Times are unix ms (wall clock): they must survive restarts.

@@ -1,4 +1,4 @@
-import type { Migration } from "./index.js";
+import type { Migration } from "./migration.js";
 
 /**
  * Recent durations per scenario (the evaluation dispatches the longest episodes first): finished

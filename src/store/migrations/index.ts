@@ -1,4 +1,3 @@
-import type Database from "better-sqlite3";
 import { m001Core } from "./001-core.js";
 import { m002Receipts } from "./002-receipts.js";
 import { m003Evaluations } from "./003-evaluations.js";
@@ -6,11 +5,9 @@ import { m004Weights } from "./004-weights.js";
 import { m005Platform } from "./005-platform.js";
 import { m006EpisodeHistory } from "./006-episode-history.js";
 
-export interface Migration {
-  version: number;
-  name: string;
-  up: string | ((db: Database.Database) => void);
-}
+import type { Migration } from "./migration.js";
+
+export type { Migration } from "./migration.js";
 
 /**
  * Every migration, in order. Numbers are never reused or edited once released: add a new one.
