@@ -278,6 +278,18 @@ describe("bench build --push (real registry on loopback)", () => {
     expect(info.Config.Entrypoint).toEqual(["/entrypoint.sh"]);
     expect(info.Config.Cmd).toEqual(["tail", "-f", "/dev/null"]);
   });
+
+  it("can run the policy sidecar the way upstream starts it from this image (gosu hermes, the venv's python)", async () => {
+    const r = await probe(built.base.ref, [
+      "bash",
+      "-c",
+      "mkdir -p /policy && chown -R hermes:hermes /policy && cd /policy && " +
+        "exec gosu hermes /opt/hermes/.venv/bin/python -c " +
+        "'import os, aiohttp, httpx; print(os.getuid(), os.getcwd(), os.environ[\"HOME\"])'",
+    ]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.trim()).toBe("10000 /policy /opt/data");
+  });
 });
 
 describe("the probes (throw-away containers of the pulled base)", () => {
