@@ -4,6 +4,7 @@
  * Errors caused by what the operator or a miner handed us are one line on stderr, exit 1.
  */
 import { Command, CommanderError } from "commander";
+import { registerBench } from "./cli/bench.js";
 import { registerEngySim } from "./cli/engy-sim.js";
 import { registerEval } from "./cli/eval.js";
 import { registerImages } from "./cli/images.js";
@@ -33,6 +34,7 @@ export function buildProgram(): Command {
   registerRun(program);
   registerStatus(program);
   registerImages(program);
+  registerBench(program);
   return program;
 }
 

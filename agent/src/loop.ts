@@ -34,6 +34,8 @@ export interface SessionDeps {
   killGraceMs?: number;
   /** One human-readable line per finished turn (stderr in the CLI). */
   progress?: (line: string) => void;
+  /** The opening user message instead of the fixed task prompt (`hermes chat -q PROMPT`). */
+  userPrompt?: string;
 }
 
 interface TurnInFlight {
@@ -111,7 +113,7 @@ export class AgentSession {
   async run(): Promise<SummaryRecord> {
     const messages: ChatMessage[] = [
       { role: "system", content: SYSTEM_PROMPT },
-      { role: "user", content: taskPrompt(this.cfg.workspace) },
+      { role: "user", content: this.deps.userPrompt ?? taskPrompt(this.cfg.workspace) },
     ];
     this.deps.log.session({
       type: "session",

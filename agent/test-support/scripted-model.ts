@@ -181,7 +181,8 @@ async function answer(res: ServerResponse, r: ScriptedReply, model: string): Pro
 
 export async function startScriptedModel(
   script: Script,
-  opts: { model?: string } = {},
+  /** `host`: where to listen (default 127.0.0.1; a test network's gateway serves its containers). */
+  opts: { model?: string; host?: string } = {},
 ): Promise<ScriptedModel> {
   const requests: RecordedRequest[] = [];
   const model = opts.model ?? "scripted";
@@ -212,10 +213,11 @@ export async function startScriptedModel(
       answer(res, reply, model).catch(() => res.destroy());
     });
   });
-  await new Promise<void>((ok) => server.listen(0, "127.0.0.1", ok));
+  const host = opts.host ?? "127.0.0.1";
+  await new Promise<void>((ok) => server.listen(0, host, ok));
   const port = (server.address() as AddressInfo).port;
   return {
-    url: `http://127.0.0.1:${port}/v1`,
+    url: `http://${host}:${port}/v1`,
     requests,
     close: () =>
       new Promise<void>((ok) => {

@@ -4,6 +4,21 @@
  */
 export { BuiltinBench } from "./builtin.js";
 export {
+  type BenchBuildRequest,
+  type BenchBuildResult,
+  type BenchImage,
+  type BenchTarget,
+  benchRefs,
+  OfflineBench,
+  type OfflineBenchOptions,
+  type PushAuth,
+  parseBenchTag,
+  parseBenchTarget,
+  parsePushEvents,
+  pushAuthFor,
+  splitRef,
+} from "./offline-bench.js";
+export {
   probeScenarioInfo,
   probeScenarios,
   ScenarioInfoProbe,
