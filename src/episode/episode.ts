@@ -18,7 +18,7 @@ import { finishEpisode } from "./outcome.js";
 import { EpisodeRun } from "./run-context.js";
 import { awaitHealthy, createSidecar } from "./sidecar.js";
 import type { EpisodeResult, RunEpisodeOptions } from "./types.js";
-import { type GradeResult, gradeDeliverable } from "./verifier.js";
+import { type GradeResult, gradeDeliverable, reportContractOf } from "./verifier.js";
 
 export { POLICY_PORT } from "./sidecar.js";
 
@@ -182,6 +182,7 @@ async function gradeStep(
     agentOutputPath: path,
     deliverable: deliverable.data,
     timeoutMs: verifierMs,
+    report: reportContractOf(run.scenario),
     ...(signal ? { signal } : {}),
     log: run.log,
   });

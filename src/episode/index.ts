@@ -21,4 +21,12 @@ export type {
   RunEpisodeOptions,
   ScenarioImageSource,
 } from "./types.js";
-export { type GradeInput, type GradeResult, gradeDeliverable } from "./verifier.js";
+export {
+  type GradeInput,
+  type GradeResult,
+  gradeDeliverable,
+  HARNESS_VERIFIER,
+  type ReportChannel,
+  type ReportContract,
+  reportContractOf,
+} from "./verifier.js";

@@ -39,8 +39,10 @@ export interface ContainerSpec {
   readOnlyRoot?: boolean;
   /** mount point → tmpfs options, e.g. {"/tmp": "rw,nosuid,nodev,size=64m"} */
   tmpfs?: Readonly<Record<string, string>>;
-  /** Drop every capability (sidecar and agent); the verifier keeps Docker's default set. */
+  /** Drop every capability (sidecar and agent; the built-in suite's verifier adds back `capAdd`). */
   dropAllCaps?: boolean;
+  /** Capabilities kept on top of `dropAllCaps` (e.g. "CHOWN", "SETUID"). */
+  capAdd?: readonly string[];
   /** Run a tiny init as PID 1 (reaps zombies, forwards SIGTERM to the real process). */
   init?: boolean;
   /** Bound on the engine's log file for this container. */
@@ -67,6 +69,7 @@ export function createOptions(spec: ContainerSpec): Dockerode.ContainerCreateOpt
     },
   };
   if (spec.dropAllCaps) hostConfig.CapDrop = ["ALL"];
+  if (spec.capAdd?.length) hostConfig.CapAdd = [...spec.capAdd];
   if (spec.tmpfs) hostConfig.Tmpfs = { ...spec.tmpfs };
   if (spec.extraHosts?.length) hostConfig.ExtraHosts = [...spec.extraHosts];
   // IPv6 off inside: no link-local path to the host's [::] listeners.
