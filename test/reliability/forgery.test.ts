@@ -16,7 +16,7 @@ import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { round4 } from "../../src/episode/ctrf.js";
+import { parseCtrf, round4 } from "../../src/episode/ctrf.js";
 import { runEpisode } from "../../src/episode/episode.js";
 import type { EpisodeResult, EpisodeScenario } from "../../src/episode/types.js";
 import { type GradeResult, gradeDeliverable, reportContractOf } from "../../src/episode/verifier.js";
@@ -191,12 +191,34 @@ describe("a deliverable that forges its grade scores what it earns honestly", ()
     const honest = file.replace(/^FORGE = True$/m, "FORGE = False");
     expect(honest).not.toBe(file);
     const twin = await grade(runner, Buffer.from(honest), "honest-runner");
-    console.log(`honest runner: ${twin.passed}/${twin.tests}`);
-    expect(twin.failure).toBeUndefined();
     expect(r.failure).toBeNull();
-    expect({ tests: r.tests, passed: r.passed }).toEqual({ tests: twin.tests, passed: twin.passed });
+    expect(twin.failure).toBeUndefined();
+    const statuses = (entries: readonly { name: string; status: string }[]) =>
+      Object.fromEntries(entries.map((t) => [t.name, t.status]));
+    // The artifact is the grader's signed report.
+    const report = parseCtrf(await readFile(join(r.artifacts.dir, "ctrf.json"), "utf8"));
+    if (!report.ok) throw new Error(report.error);
+    const forged = statuses(report.value.entries);
+    const plain = statuses(twin.ctrf!.entries);
+    console.log(`runner: forged ${JSON.stringify(forged)}\nhonest ${JSON.stringify(plain)}`);
+    // What the forged record claimed (at most K at once, file order, the child dead) is judged
+    // from the grader's own record now: those tests fail, as they do without the forgery, and the
+    // report test passes in both. (Whether an unbounded runner happens to have exactly 3 of 5 jobs
+    // up at once, or job 3 connect after job 2 ended, depends on scheduling, with or without the
+    // forgery: those two tests are not compared.)
+    const judged = {
+      "reports every job in file order with its status and exit code": "passed",
+      "never more than K at once; jobs start in file order": "failed",
+      "kills a job at its timeout together with the processes it started": "failed",
+      "-j 1 runs strictly one job at a time; an empty job file prints nothing": "failed",
+    };
+    const pick = (all: Record<string, string>) =>
+      Object.fromEntries(Object.keys(judged).map((name) => [name, all[name]]));
+    expect(pick(plain)).toEqual(judged);
+    expect(pick(forged)).toEqual(judged);
+    expect(Object.keys(forged)).toHaveLength(6);
     // The old grader gave it 6/6 (its honest score there: 2/6).
-    expect(r.passed).toBeLessThan(r.tests);
+    expect(r.passed).toBeLessThanOrEqual(2);
   }, 600_000);
 
   // The validator's depth: a grader with a hole that gives the deliverable root in the verifier.
