@@ -255,6 +255,18 @@ describe("a deliverable that forges its grade scores what it earns honestly", ()
   }, 600_000);
 });
 
+describe("a deliverable that carries state from one run to the next", () => {
+  it("sensor-log-compressor: input stashed in System V shared memory is gone before decompress", async () => {
+    const sensor = await shippedScenario("sensor-log-compressor");
+    const codec = await readFile(join(FORGERIES, "sensor-sysv-stash", "codec.py"));
+    const g = await grade(sensor, codec, "sysv-stash");
+    console.log(`sysv stash: ${g.passed}/${g.tests}`);
+    // Before, the grader removed files and processes but not IPC objects: 5/5 for a 3-byte "archive".
+    expect(g.failure).toBeUndefined();
+    expect({ tests: g.tests, passed: g.passed }).toEqual({ tests: 5, passed: 0 });
+  }, 600_000);
+});
+
 describe("a deliverable that writes forever (issue 20, item 6)", () => {
   it("as the agent user: ENOSPC at the /tmp tmpfs, nothing on the root filesystem; the grader reports", async () => {
     const writer = [
