@@ -24,7 +24,7 @@ import {
   uniqueName,
   waitExit,
 } from "../sandbox/index.js";
-import type { GradeResult } from "./verifier.js";
+import { FILES_VERIFIER_DISK_LIMIT, type GradeResult, layerBytes, watchDisk } from "./verifier.js";
 
 export const BENCH_REWARD_PATH = "/logs/verifier/reward.txt";
 export const BENCH_CTRF_PATH = "/logs/verifier/ctrf.json";
@@ -97,6 +97,10 @@ export async function gradeBenchDeliverable(input: BenchGradeInput): Promise<Gra
     let exitCode: number | undefined;
     let timedOut = false;
     const deadline = AbortSignal.timeout(input.timeoutMs);
+    // A bound upstream does not have, far above what an honest grader writes (it may install tools).
+    const disk: { bytes?: number; over?: boolean } = {};
+    const watching = new AbortController();
+    const watcher = watchDisk(c, FILES_VERIFIER_DISK_LIMIT, 3_000, watching.signal, disk);
     try {
       exitCode = await waitExit(c, input.signal ? AbortSignal.any([input.signal, deadline]) : deadline);
     } catch (err) {
@@ -105,7 +109,31 @@ export async function gradeBenchDeliverable(input: BenchGradeInput): Promise<Gra
       timedOut = true;
       await c.kill({ signal: "SIGKILL" }).catch(() => undefined);
       await waitExit(c, AbortSignal.timeout(30_000)).catch(() => undefined);
+    } finally {
+      watching.abort();
+      await watcher;
     }
+    const diskBytes = (await layerBytes(c)) ?? disk.bytes;
+    if (disk.over)
+      return {
+        quality: 0,
+        tests: 0,
+        passed: 0,
+        reward: undefined,
+        ctrf: undefined,
+        ctrfText: undefined,
+        log: "",
+        exitCode,
+        timedOut: false,
+        durationMs: performance.now() - t0,
+        forgedReports: 0,
+        diskBytes,
+        failure: {
+          class: "policy",
+          code: "verifier_disk_limit",
+          message: `the grader wrote more than ${FILES_VERIFIER_DISK_LIMIT} bytes to its filesystem and was stopped`,
+        },
+      };
     const [logs, reward, ctrf] = await Promise.all([
       readLogs(c, 1024 * 1024).catch(() => ({ stdout: "", stderr: "", truncated: false })),
       getPath(c, BENCH_REWARD_PATH, REPORT_CAP),
@@ -126,6 +154,8 @@ export async function gradeBenchDeliverable(input: BenchGradeInput): Promise<Gra
         exitCode,
         timedOut,
         durationMs,
+        forgedReports: 0,
+        diskBytes,
         failure: undefined,
       };
     }
@@ -151,6 +181,8 @@ export async function gradeBenchDeliverable(input: BenchGradeInput): Promise<Gra
       exitCode,
       timedOut,
       durationMs,
+      forgedReports: 0,
+      diskBytes,
       failure: undefined,
     };
   } finally {

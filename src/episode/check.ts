@@ -1,12 +1,16 @@
 /**
  * `scenarios check`: every scenario proves itself. The reference solution runs as the agent's
  * user in container A (no network); its deliverable alone is graded in a fresh container B and
- * must score tests/tests; an empty deliverable must score the recorded null floor. The grading
- * function is the one episodes use.
+ * must score tests/tests; an empty deliverable must score the recorded null floor; and the hostile
+ * probe (scenarios/_tools/hostile-probe), graded as the deliverable, must get nothing the empty
+ * deliverable does not get and must not end the grader: a grader that lets root run anything the
+ * deliverable planted fails here. The grading function is the one episodes use.
  */
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import pLimit from "p-limit";
 import { isAbortError, toValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
@@ -28,10 +32,14 @@ import type { Sandbox } from "../sandbox/sandbox.js";
 import { round4 } from "./ctrf.js";
 import { deadline } from "./deadline.js";
 import type { EpisodeImages, EpisodeScenario } from "./types.js";
-import { dirEntries, type GradeResult, gradeDeliverable } from "./verifier.js";
+import { dirEntries, type GradeResult, gradeDeliverable, reportContractOf } from "./verifier.js";
 
 export const AGENT_USER = "10000:10000";
 const DELIVERABLE_CAP = 64 * 1024 * 1024;
+/** The probe every scenario's grader must withstand (bash and python3 at once). */
+export const HOSTILE_PROBE_PATH = fileURLToPath(
+  new URL("../../scenarios/_tools/hostile-probe", import.meta.url),
+);
 
 export interface CheckRow {
   scenario: string;
@@ -39,6 +47,8 @@ export interface CheckRow {
   imageBuilt: boolean;
   reference: { quality: number; tests: number; passed: number } | undefined;
   empty: { quality: number; tests: number; passed: number } | undefined;
+  /** The hostile probe graded as the deliverable. */
+  hostile: { quality: number; tests: number; passed: number } | undefined;
   nullFloor: number | undefined;
   ok: boolean;
   problems: string[];
@@ -52,6 +62,8 @@ export interface CheckOptions {
   log?: Logger;
   /** Scenarios checked at once (builds and runs); the default suits a 2-core machine. */
   concurrency?: number;
+  /** The hostile probe's bytes (default: HOSTILE_PROBE_PATH). */
+  hostileProbe?: Buffer;
   onRow?: (row: CheckRow) => void;
 }
 
@@ -120,6 +132,7 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
     imageBuilt: false,
     reference: undefined,
     empty: undefined,
+    hostile: undefined,
     nullFloor: scenario.task.metadata?.null_floor,
     ok: false,
     problems: [],
@@ -152,14 +165,17 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
         agentOutputPath: scenario.task.verifier.agent_output_path,
         deliverable: data,
         timeoutMs: scenario.task.verifier.timeout_sec * 1000,
+        report: reportContractOf(scenario),
         label,
         ...(opts.signal ? { signal: opts.signal } : {}),
         log,
       });
+    const probe = opts.hostileProbe ?? (await readFile(HOSTILE_PROBE_PATH));
     try {
-      const [refGrade, emptyGrade] = await Promise.all([
+      const [refGrade, emptyGrade, hostileGrade] = await Promise.all([
         ref.deliverable ? grade("reference", ref.deliverable) : Promise.resolve(undefined),
         grade("empty", Buffer.alloc(0)),
+        grade("hostile", probe),
       ]);
       if (refGrade) {
         row.reference = { quality: refGrade.quality, tests: refGrade.tests, passed: refGrade.passed };
@@ -178,6 +194,8 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
         row.problems.push(
           `empty deliverable scored ${round4(emptyGrade.quality)}, task.toml null_floor is ${row.nullFloor}`,
         );
+      row.hostile = { quality: hostileGrade.quality, tests: hostileGrade.tests, passed: hostileGrade.passed };
+      row.problems.push(...hostileProblems(hostileGrade, emptyGrade));
     } finally {
       await scope.dispose();
     }
@@ -191,6 +209,33 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
   row.ms.total = performance.now() - t0;
   log.info({ ok: row.ok, problems: row.problems, ms: Math.round(row.ms.total) }, "check.done");
   return row;
+}
+
+/**
+ * What the hostile probe's grading says about the grader: it must end normally (a root process
+ * running the probe's payload kills everything and prints forged report lines) and pass no test
+ * that the empty deliverable fails.
+ */
+export function hostileProblems(hostile: GradeResult, empty: GradeResult): string[] {
+  const problems: string[] = [];
+  if (hostile.failure) problems.push(`hostile probe: ${hostile.failure.code}: ${hostile.failure.message}`);
+  if (hostile.forgedReports > 0)
+    problems.push(
+      `hostile probe: ${hostile.forgedReports} forged report line(s) on the grader's stdout (root ran its payload)`,
+    );
+  if (!hostile.failure && !empty.failure) {
+    const passedByEmpty = new Set(
+      (empty.ctrf?.entries ?? []).filter((t) => t.status === "passed").map((t) => t.name),
+    );
+    const gained = (hostile.ctrf?.entries ?? [])
+      .filter((t) => t.status === "passed" && !passedByEmpty.has(t.name))
+      .map((t) => t.name);
+    if (gained.length || hostile.passed > empty.passed)
+      problems.push(
+        `hostile probe passed what the empty deliverable fails (${hostile.passed}/${hostile.tests}): ${gained.join("; ") || "more tests"}`,
+      );
+  }
+  return problems;
 }
 
 export async function checkScenarios(
@@ -214,11 +259,12 @@ export async function checkScenarios(
 /** The table `scenarios check` prints. */
 export function formatCheckTable(rows: readonly CheckRow[]): string {
   const fmt = (g: CheckRow["reference"]) => (g ? `${g.passed}/${g.tests} (${round4(g.quality)})` : "-");
-  const header = ["scenario", "reference", "empty", "null_floor", "result", "seconds"];
+  const header = ["scenario", "reference", "empty", "hostile", "null_floor", "result", "seconds"];
   const body = rows.map((r) => [
     r.scenario,
     fmt(r.reference),
     fmt(r.empty),
+    fmt(r.hostile),
     r.nullFloor === undefined ? "-" : String(r.nullFloor),
     r.ok ? "ok" : "FAIL",
     (r.ms.total / 1000).toFixed(1),

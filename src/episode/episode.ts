@@ -20,7 +20,7 @@ import { finishEpisode } from "./outcome.js";
 import { EpisodeRun } from "./run-context.js";
 import { awaitHealthy, createSidecar } from "./sidecar.js";
 import type { EpisodeResult, EpisodeRuntime, RunEpisodeOptions } from "./types.js";
-import { type GradeResult, gradeDeliverable } from "./verifier.js";
+import { type GradeResult, gradeDeliverable, reportContractOf } from "./verifier.js";
 
 export { POLICY_PORT } from "./sidecar.js";
 
@@ -217,6 +217,7 @@ async function gradeStep(
           agentOutputPath: path,
           deliverable: data ?? Buffer.alloc(0),
           timeoutMs: verifierMs,
+          report: reportContractOf(run.scenario),
           ...(signal ? { signal } : {}),
           log: run.log,
         });

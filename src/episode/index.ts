@@ -23,4 +23,12 @@ export type {
   ScenarioImageSource,
   SidecarSdk,
 } from "./types.js";
-export { type GradeInput, type GradeResult, gradeDeliverable } from "./verifier.js";
+export {
+  type GradeInput,
+  type GradeResult,
+  gradeDeliverable,
+  HARNESS_VERIFIER,
+  type ReportChannel,
+  type ReportContract,
+  reportContractOf,
+} from "./verifier.js";

@@ -24,8 +24,8 @@ export interface EpisodeScenario {
   instruction: string;
   task: {
     agent: { timeout_sec: number };
-    verifier: { timeout_sec: number; agent_output_path: string };
-    metadata?: { null_floor?: number | undefined };
+    verifier: { timeout_sec: number; agent_output_path: string; report?: "harness" | "files" };
+    metadata?: { null_floor?: number | undefined; tests?: number | undefined };
   };
 }
 

@@ -1,17 +1,28 @@
 /**
  * The grading step, shared by episodes and `scenarios check`: a fresh container of the scenario
  * image with no network, the hidden tests injected at /tests after create, the one deliverable
- * at agent_output_path (mode 0755), `bash /tests/test.sh` under the verifier deadline, then
- * /logs/verifier/ctrf.json and reward.txt read back.
+ * at agent_output_path (mode 0755), `bash /tests/test.sh` under the verifier deadline.
+ *
+ * The report comes through `input.report.channel` (report.ts): for the built-in suite ("harness")
+ * a fresh key goes on the verifier's stdin and the grader's signed report is read from its stdout,
+ * in a container that keeps only the capabilities a grader needs, writes its scratch data to a
+ * sized tmpfs and is watched for disk; for upstream's contract ("files") /logs/verifier/ctrf.json
+ * and reward.txt are read back as before. `gradeDeliverable` is the whole interface: callers give
+ * the image, the tests, the deliverable, the deadline and the contract, and get a GradeResult.
  */
 import { readdir, readFile } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
-import { isAbortError } from "../errors.js";
+import { setTimeout as sleep } from "node:timers/promises";
+import type Dockerode from "dockerode";
+import { InfraError, isAbortError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { silentLogger } from "../log.js";
 import {
+  attachStdin,
+  type ContainerSpec,
   createContainer,
   getPath,
+  inspectContainer,
   putFiles,
   readLogs,
   removeContainer,
@@ -24,13 +35,45 @@ import type { Docker } from "../sandbox/docker.js";
 import { safeName, uniqueName } from "../sandbox/labels.js";
 import type { EpisodeScope } from "../sandbox/reaper.js";
 import type { TarEntry } from "../sandbox/tar.js";
-import { type CtrfReport, parseCtrf, parseReward, scoreOf } from "./ctrf.js";
+import type { CtrfReport } from "./ctrf.js";
 import { deadline } from "./deadline.js";
-import type { EpisodeFailure } from "./types.js";
+import { judgeReport, newReportKey, type ReportContract } from "./report.js";
+import type { EpisodeFailure, EpisodeScenario } from "./types.js";
+
+export type { ReportChannel, ReportContract } from "./report.js";
 
 export const CTRF_PATH = "/logs/verifier/ctrf.json";
 export const REWARD_PATH = "/logs/verifier/reward.txt";
 const REPORT_CAP = 4 * 1024 * 1024;
+const MiB = 1024 * 1024;
+
+/**
+ * The built-in suite's verifier: root with the capabilities the harness uses (hand files to the
+ * agent user and take them back, switch to it, kill what it leaves) and nothing else — no
+ * CAP_SYS_PTRACE, so no process can read the grader's key; scratch space on a sized tmpfs (counted
+ * against the container's memory); /logs on a small one. The harness gives root everything else
+ * the agent user could write, so the deliverable cannot reach the disk at all.
+ */
+export const HARNESS_VERIFIER = {
+  capAdd: ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"],
+  tmpfs: {
+    "/tmp": "rw,nosuid,nodev,exec,size=1g,mode=1777",
+    "/logs": "rw,nosuid,nodev,noexec,size=16m,mode=0755",
+  },
+  /** The root filesystem may grow this much (copy-ups of what the harness takes back). */
+  diskLimitBytes: 256 * MiB,
+  /** Its layer stays small, so measuring it is cheap: often. */
+  diskPollMs: 1_000,
+} as const;
+
+/** Upstream's graders install tools at grade time: a generous bound that no honest grader meets. */
+export const FILES_VERIFIER_DISK_LIMIT = 8 * 1024 * MiB;
+const FILES_VERIFIER_DISK_POLL_MS = 3_000;
+
+/** The report contract of a catalogue scenario (task.toml [verifier].report, [metadata].tests). */
+export function reportContractOf(scenario: EpisodeScenario): ReportContract {
+  return { channel: scenario.task.verifier.report ?? "harness", tests: scenario.task.metadata?.tests };
+}
 
 export interface GradeInput {
   docker: Docker;
@@ -43,6 +86,8 @@ export interface GradeInput {
   /** The deliverable's bytes (an empty deliverable is a 0-byte file). */
   deliverable: Buffer;
   timeoutMs: number;
+  /** Where the report comes from and the declared test count; default the harness channel. */
+  report?: ReportContract;
   /** Distinguishes several verifiers of one scope (container name suffix). */
   label?: string;
   signal?: AbortSignal;
@@ -56,13 +101,17 @@ export interface GradeResult {
   passed: number;
   reward: number | undefined;
   ctrf: CtrfReport | undefined;
-  /** ctrf.json as written by the grader (copied to the artifacts). */
+  /** The grader's report (the signed one on the harness channel), copied to the artifacts. */
   ctrfText: string | undefined;
   exitCode: number | undefined;
   timedOut: boolean;
   durationMs: number;
   /** stdout+stderr of test.sh, capped. */
   log: string;
+  /** Lines on stdout shaped like a report that did not verify: someone other than the grader wrote them. */
+  forgedReports: number;
+  /** Bytes the verifier added to its root filesystem, as last measured. */
+  diskBytes: number | undefined;
   failure: EpisodeFailure | undefined;
 }
 
@@ -83,13 +132,57 @@ export async function dirEntries(dir: string, prefix: string): Promise<TarEntry[
   return out;
 }
 
+/** Bytes of the container's writable layer (the engine walks it: `GET /containers/{id}/json?size=1`). */
+export async function layerBytes(c: Dockerode.Container): Promise<number | undefined> {
+  const opts = { size: true } as Dockerode.ContainerInspectOptions;
+  return c
+    .inspect(opts)
+    .then((i) => (i as { SizeRw?: number }).SizeRw)
+    .catch(() => undefined);
+}
+
+/**
+ * Poll the container's writable layer until `signal` fires; past `limitBytes` the container is
+ * killed and `over` is set. Measuring walks the layer, so one measurement at a time.
+ */
+export async function watchDisk(
+  c: Dockerode.Container,
+  limitBytes: number,
+  pollMs: number,
+  signal: AbortSignal,
+  state: { bytes?: number; over?: boolean },
+): Promise<void> {
+  while (!signal.aborted) {
+    try {
+      await sleep(pollMs, undefined, { signal });
+    } catch {
+      return;
+    }
+    const size = await layerBytes(c);
+    if (size === undefined) continue;
+    state.bytes = size;
+    if (size > limitBytes) {
+      state.over = true;
+      await c.kill({ signal: "SIGKILL" }).catch(() => undefined);
+      return;
+    }
+  }
+}
+
 export async function gradeDeliverable(input: GradeInput): Promise<GradeResult> {
   const log = input.log ?? silentLogger;
   const t0 = performance.now();
+  const contract: ReportContract = input.report ?? { channel: "harness" };
+  const harness = contract.channel === "harness";
+  if (harness && /^\/+tmp(\/|$)/.test(input.agentOutputPath))
+    throw new InfraError(
+      "verifier_bad_scenario",
+      `${input.agentOutputPath}: a harness verifier mounts a fresh tmpfs on /tmp, the deliverable would be hidden`,
+    );
   const suffix = input.label ? `-${safeName(input.label, 20)}` : "";
   const name = `trajrl-${uniqueName(input.scope.episodeId, 60)}-verifier${suffix}`;
   input.scope.trackContainer(name);
-  const c = await createContainer(input.docker, {
+  const spec: ContainerSpec = {
     name,
     image: input.image,
     entrypoint: ["bash", "/tests/test.sh"],
@@ -99,7 +192,13 @@ export async function gradeDeliverable(input: GradeInput): Promise<GradeResult> 
     limits: SCENARIO_LIMITS,
     network: { kind: "none" },
     init: true,
-  });
+    ...(harness
+      ? { dropAllCaps: true, capAdd: HARNESS_VERIFIER.capAdd, tmpfs: HARNESS_VERIFIER.tmpfs, stdin: true }
+      : {}),
+  };
+  const diskLimitBytes = harness ? HARNESS_VERIFIER.diskLimitBytes : FILES_VERIFIER_DISK_LIMIT;
+  const diskPollMs = harness ? HARNESS_VERIFIER.diskPollMs : FILES_VERIFIER_DISK_POLL_MS;
+  const c = await createContainer(input.docker, spec);
   const out = input.agentOutputPath.replace(/^\/+/, "");
   await putFiles(c, "/", [
     ...(await dirEntries(input.testsDir, "tests")),
@@ -107,11 +206,19 @@ export async function gradeDeliverable(input: GradeInput): Promise<GradeResult> 
     { name: "logs/verifier/", type: "directory", mode: 0o755 },
     { name: out, data: input.deliverable, mode: 0o755 },
   ]);
+  const key = harness ? newReportKey() : undefined;
+  const stdin = harness ? await attachStdin(c) : undefined;
   const dl = deadline(input.timeoutMs, input.signal);
+  const disk: { bytes?: number; over?: boolean } = {};
+  const watching = new AbortController();
+  let watcher: Promise<void> | undefined;
   let exitCode: number | undefined;
   let timedOut = false;
   try {
     await startContainer(c);
+    // The key goes in before anything of the deliverable can run: the harness reads it first.
+    await stdin?.send(Buffer.from(`${key!.toString("hex")}\n`));
+    watcher = watchDisk(c, diskLimitBytes, diskPollMs, watching.signal, disk);
     exitCode = await waitExit(c, dl.signal);
   } catch (err) {
     if (!isAbortError(err) && !dl.signal.aborted) throw err;
@@ -120,58 +227,59 @@ export async function gradeDeliverable(input: GradeInput): Promise<GradeResult> 
     await stopContainer(c, 0);
   } finally {
     dl.clear();
+    watching.abort();
+    await watcher;
   }
-  const [ctrfFile, rewardFile, logs] = await Promise.all([
-    getPath(c, CTRF_PATH, REPORT_CAP),
-    getPath(c, REWARD_PATH, 4096),
+  const [info, ctrfFile, rewardFile, logs, finalSize] = await Promise.all([
+    inspectContainer(c).catch(() => undefined),
+    harness ? undefined : getPath(c, CTRF_PATH, REPORT_CAP),
+    harness ? undefined : getPath(c, REWARD_PATH, 4096),
     readLogs(c, 256 * 1024).catch(() => ({ stdout: "", stderr: "", truncated: false })),
+    layerBytes(c),
   ]);
   await removeContainer(input.docker, name).catch(() => undefined);
-  const ctrfText = ctrfFile.kind === "file" ? ctrfFile.data.toString("utf8") : undefined;
-  const ctrf = ctrfText !== undefined ? parseCtrf(ctrfText) : undefined;
-  const reward = rewardFile.kind === "file" ? parseReward(rewardFile.data.toString("utf8")) : undefined;
-  const score = scoreOf(ctrf?.ok ? ctrf.value : undefined, reward?.ok ? reward.value : undefined);
+  const diskBytes = finalSize ?? disk.bytes;
+  const over = disk.over || (diskBytes !== undefined && diskBytes > diskLimitBytes);
+  const verdict = judgeReport({
+    contract,
+    timeoutMs: input.timeoutMs,
+    timedOut: timedOut && !disk.over,
+    exitCode,
+    oomKilled: Boolean(info?.State?.OOMKilled),
+    diskExceeded: over ? { bytes: diskBytes ?? 0, limitBytes: diskLimitBytes } : undefined,
+    stdout: logs.stdout,
+    key,
+    ctrfText: ctrfFile?.kind === "file" ? ctrfFile.data.toString("utf8") : undefined,
+    rewardText: rewardFile?.kind === "file" ? rewardFile.data.toString("utf8") : undefined,
+  });
   const result: GradeResult = {
-    quality: score?.quality ?? 0,
-    tests: score?.tests ?? 0,
-    passed: score?.passed ?? 0,
-    reward: reward?.ok ? reward.value : undefined,
-    ctrf: ctrf?.ok ? ctrf.value : undefined,
-    ctrfText,
+    quality: verdict.quality,
+    tests: verdict.tests,
+    passed: verdict.passed,
+    reward: verdict.reward,
+    ctrf: verdict.ctrf,
+    ctrfText: verdict.ctrfText,
     exitCode,
     timedOut,
     durationMs: performance.now() - t0,
     log: `${logs.stdout}${logs.stderr ? `\n--- stderr ---\n${logs.stderr}` : ""}`,
-    failure: undefined,
+    forgedReports: verdict.forgedReports,
+    diskBytes,
+    failure: verdict.failure,
   };
-  if (!score) {
-    const why = [
-      ctrf && !ctrf.ok ? ctrf.error : ctrfText === undefined ? "no ctrf.json" : "",
-      reward && !reward.ok ? reward.error : reward === undefined ? "no reward.txt" : "",
-    ]
-      .filter(Boolean)
-      .join("; ");
-    // Graders bound every run of the deliverable: overrunning the verifier deadline is the
-    // deliverable's doing (scored 0); a grader that ends without a report is our bug.
-    result.failure = timedOut
-      ? {
-          class: "policy",
-          code: "verifier_timeout",
-          message: `the verifier exceeded ${input.timeoutMs} ms (${why})`,
-        }
-      : { class: "infra", code: "verifier_no_result", message: `the verifier left no usable result: ${why}` };
-  }
-  log.info(
-    {
-      quality: result.quality,
-      tests: result.tests,
-      passed: result.passed,
-      timedOut,
-      exitCode,
-      ms: Math.round(result.durationMs),
-      failure: result.failure?.code,
-    },
-    "verifier.done",
-  );
+  const fields = {
+    channel: contract.channel,
+    quality: result.quality,
+    tests: result.tests,
+    passed: result.passed,
+    timedOut,
+    exitCode,
+    diskBytes,
+    forgedReports: result.forgedReports,
+    ms: Math.round(result.durationMs),
+    failure: result.failure?.code,
+  };
+  if (result.forgedReports > 0) log.warn(fields, "verifier.forged_report");
+  log.info(fields, "verifier.done");
   return result;
 }

@@ -39,9 +39,9 @@ export interface ContainerSpec {
   readOnlyRoot?: boolean;
   /** mount point → tmpfs options, e.g. {"/tmp": "rw,nosuid,nodev,size=64m"} */
   tmpfs?: Readonly<Record<string, string>>;
-  /** Drop every capability (sidecar and agent); the verifier keeps Docker's default set. */
+  /** Drop every capability (sidecar and agent; the built-in suite's verifier adds back `capAdd`). */
   dropAllCaps?: boolean;
-  /** With dropAllCaps: the few capabilities given back (e.g. CHOWN for an image's root entrypoint). */
+  /** Capabilities kept on top of `dropAllCaps` (e.g. "CHOWN", "SETUID"). */
   capAdd?: readonly string[];
   /** Run a tiny init as PID 1 (reaps zombies, forwards SIGTERM to the real process). */
   init?: boolean;

@@ -48,6 +48,9 @@ const timeout = (max: number, fallback: number) =>
 
 const fraction = z.number().min(0, "must be in [0, 1]").max(1, "must be in [0, 1]");
 
+/** Most tests a scenario may declare (the authoring guide asks for 3–8). */
+export const MAX_DECLARED_TESTS = 64;
+
 // Unknown keys are kept (Harbor task.toml files carry more: author, tags, [environment] sizes).
 const TaskSchema = z.looseObject({
   version: z.string().optional(),
@@ -57,12 +60,19 @@ const TaskSchema = z.looseObject({
     tags: z.array(z.string()).default([]),
     null_floor: fraction,
     cheat_floors: z.record(z.string(), fraction).default({}),
+    tests: z
+      .number()
+      .int("must be an integer")
+      .positive("must be positive")
+      .max(MAX_DECLARED_TESTS, `must be at most ${MAX_DECLARED_TESTS}`)
+      .optional(),
   }),
   agent: z
     .looseObject({ timeout_sec: timeout(MAX_AGENT_TIMEOUT_SEC, DEFAULT_AGENT_TIMEOUT_SEC) })
     .default({ timeout_sec: DEFAULT_AGENT_TIMEOUT_SEC }),
   verifier: z.looseObject({
     timeout_sec: timeout(MAX_VERIFIER_TIMEOUT_SEC, DEFAULT_VERIFIER_TIMEOUT_SEC),
+    report: z.enum(["harness", "files"]).default("harness"),
     agent_output_path: z.string().superRefine((p, ctx) => {
       const problem = deliverablePathProblem(p);
       if (problem) ctx.addIssue({ code: "custom", message: problem });
@@ -73,7 +83,16 @@ const TaskSchema = z.looseObject({
 export interface TaskSpec {
   version: string | undefined;
   agent: { timeout_sec: number };
-  verifier: { timeout_sec: number; agent_output_path: string };
+  verifier: {
+    timeout_sec: number;
+    agent_output_path: string;
+    /**
+     * How the grader's report reaches the validator: "harness" (scenarios/_harness: a report signed
+     * with a key given on stdin, printed on stdout) or "files" (upstream's /logs/verifier/ctrf.json
+     * and reward.txt, for graders that do not use the harness). See src/episode/README.md.
+     */
+    report: "harness" | "files";
+  };
   metadata: {
     difficulty: "easy" | "medium" | "hard";
     category: string;
@@ -82,6 +101,8 @@ export interface TaskSpec {
     null_floor: number;
     /** What the cheap strategies score (documentation; not enforced). */
     cheat_floors: Record<string, number>;
+    /** How many tests the grader runs: a report with another count is not a score. */
+    tests: number | undefined;
   };
 }
 
@@ -111,13 +132,18 @@ export function parseTaskToml(text: string, file: string): TaskSpec {
   return {
     version: t.version,
     agent: { timeout_sec: t.agent.timeout_sec },
-    verifier: { timeout_sec: t.verifier.timeout_sec, agent_output_path: t.verifier.agent_output_path },
+    verifier: {
+      timeout_sec: t.verifier.timeout_sec,
+      agent_output_path: t.verifier.agent_output_path,
+      report: t.verifier.report,
+    },
     metadata: {
       difficulty: t.metadata.difficulty,
       category: t.metadata.category,
       tags: t.metadata.tags,
       null_floor: t.metadata.null_floor,
       cheat_floors: t.metadata.cheat_floors,
+      tests: t.metadata.tests,
     },
   };
 }

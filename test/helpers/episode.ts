@@ -7,7 +7,7 @@ import { readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { parse as parseToml } from "smol-toml";
 import { ProjectImages } from "../../src/bench/index.js";
-import { type EngySim, startEngySim } from "../../src/engy-sim/index.js";
+import { type EngySim, type SimProfileOverride, startEngySim } from "../../src/engy-sim/index.js";
 import type { EpisodeScenario } from "../../src/episode/index.js";
 import type { Logger } from "../../src/log.js";
 import { silentLogger } from "../../src/log.js";
@@ -27,13 +27,22 @@ export interface EpisodeRig {
   close(): Promise<void>;
 }
 
-export async function startEpisodeRig(opts: { seed?: number; log?: Logger } = {}): Promise<EpisodeRig> {
+export async function startEpisodeRig(
+  opts: {
+    seed?: number;
+    log?: Logger;
+    /** What the simulated models know how to do (default: the shipped scenarios' solutions). */
+    simScenariosDir?: string;
+    simProfile?: SimProfileOverride;
+  } = {},
+): Promise<EpisodeRig> {
   const log = opts.log ?? silentLogger;
   const sim = await startEngySim({
     port: 0,
     seed: opts.seed ?? 11,
-    scenariosDir: SCENARIOS_DIR,
+    scenariosDir: opts.simScenariosDir ?? SCENARIOS_DIR,
     latencyScale: 0,
+    ...(opts.simProfile ? { profile: opts.simProfile } : {}),
     log,
   });
   const meter = new Meter({
@@ -75,8 +84,8 @@ export async function shippedScenario(name: string): Promise<EpisodeScenario> {
   const dir = join(SCENARIOS_DIR, name);
   const task = parseToml(await readFile(join(dir, "task.toml"), "utf8")) as {
     agent?: { timeout_sec?: number };
-    verifier?: { timeout_sec?: number; agent_output_path?: string };
-    metadata?: { null_floor?: number };
+    verifier?: { timeout_sec?: number; agent_output_path?: string; report?: "harness" | "files" };
+    metadata?: { null_floor?: number; tests?: number };
   };
   return {
     name,
@@ -87,8 +96,9 @@ export async function shippedScenario(name: string): Promise<EpisodeScenario> {
       verifier: {
         timeout_sec: task.verifier?.timeout_sec ?? 300,
         agent_output_path: task.verifier!.agent_output_path!,
+        report: task.verifier?.report ?? "harness",
       },
-      metadata: { null_floor: task.metadata?.null_floor },
+      metadata: { null_floor: task.metadata?.null_floor, tests: task.metadata?.tests },
     },
   };
 }

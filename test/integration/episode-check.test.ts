@@ -1,7 +1,9 @@
 /**
  * `scenarios check` on the real engine: a shipped scenario passes; fixture scenarios of our own
- * prove the check can fail (a reference that does not pass every test, a wrong null floor) and
- * that the reference runs as the agent user without a network. The CLI exits 1 on a failure.
+ * prove the check can fail (a reference that does not pass every test, a wrong null floor, a
+ * grader that runs the deliverable as root, which the hostile probe exposes) and that the
+ * reference runs as the agent user without a network. The CLI exits 1 on a failure. The fixture
+ * graders are plain bash on upstream's report contract ([verifier] report = "files").
  */
 import { execFile } from "node:child_process";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -22,28 +24,30 @@ let images: ProjectImages;
 let tmp: string;
 const builtRefs: string[] = [];
 
-// The fixture grader: three tests on /app/answer.sh, one ctrf.json entry each.
-const GRADER = [
-  "#!/bin/bash",
-  "mkdir -p /logs/verifier",
-  "out=$(timeout 5 bash /app/answer.sh 2>/dev/null)",
-  `t1=failed; [ "$(printf '%s' "$out" | head -n1)" = "42" ] && t1=passed`,
-  "t2=failed; grep -q '^# uid 10000$' /app/answer.sh && t2=passed",
-  "t3=failed; grep -q '^# nets lo$' /app/answer.sh && t3=passed",
-  "p=0; for t in $t1 $t2 $t3; do [ $t = passed ] && p=$((p+1)); done",
-  `printf '{"results":{"tool":{"name":"fixture"},"summary":{"tests":3,"passed":%d,"failed":%d},"tests":[{"name":"prints 42","status":"%s","duration":0},{"name":"built as the agent user","status":"%s","duration":0},{"name":"built without a network","status":"%s","duration":0}]}}' $p $((3-p)) $t1 $t2 $t3 > /logs/verifier/ctrf.json`,
-  "[ $p = 3 ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt",
-  "",
-].join("\n");
+// The fixture grader: three tests on /app/answer.sh (run as the agent user, or — the mistake the
+// hostile probe must expose — as root), one ctrf.json entry each.
+const grader = (asRoot = false) =>
+  [
+    "#!/bin/bash",
+    "mkdir -p /logs/verifier",
+    `out=$(timeout 5 ${asRoot ? "" : "setpriv --reuid=10000 --regid=10000 --clear-groups "}bash /app/answer.sh 2>/dev/null)`,
+    `t1=failed; [ "$(printf '%s' "$out" | head -n1)" = "42" ] && t1=passed`,
+    "t2=failed; grep -q '^# uid 10000$' /app/answer.sh && t2=passed",
+    "t3=failed; grep -q '^# nets lo$' /app/answer.sh && t3=passed",
+    "p=0; for t in $t1 $t2 $t3; do [ $t = passed ] && p=$((p+1)); done",
+    `printf '{"results":{"tool":{"name":"fixture"},"summary":{"tests":3,"passed":%d,"failed":%d},"tests":[{"name":"prints 42","status":"%s","duration":0},{"name":"built as the agent user","status":"%s","duration":0},{"name":"built without a network","status":"%s","duration":0}]}}' $p $((3-p)) $t1 $t2 $t3 > /logs/verifier/ctrf.json`,
+    "[ $p = 3 ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt",
+    "",
+  ].join("\n");
 
-async function fixture(name: string, answer: string, nullFloor: number): Promise<void> {
+async function fixture(name: string, answer: string, nullFloor: number, asRoot = false): Promise<void> {
   const dir = join(tmp, name);
   for (const d of ["environment", "tests", "solution"]) await mkdir(join(dir, d), { recursive: true });
   await writeFile(
     join(dir, "environment", "Dockerfile"),
     "ARG AGENT_BASE=trajrl/agent-base:latest\nFROM $AGENT_BASE\n",
   );
-  await writeFile(join(dir, "tests", "test.sh"), GRADER);
+  await writeFile(join(dir, "tests", "test.sh"), grader(asRoot));
   await writeFile(
     join(dir, "solution", "solve.sh"),
     [
@@ -56,7 +60,7 @@ async function fixture(name: string, answer: string, nullFloor: number): Promise
   await chmod(join(dir, "solution", "solve.sh"), 0o755);
   await writeFile(
     join(dir, "task.toml"),
-    `[metadata]\ndifficulty = "easy"\ncategory = "fixture"\nnull_floor = ${nullFloor}\n\n[agent]\ntimeout_sec = 60\n\n[verifier]\ntimeout_sec = 60\nagent_output_path = "/app/answer.sh"\n`,
+    `[metadata]\ndifficulty = "easy"\ncategory = "fixture"\nnull_floor = ${nullFloor}\ntests = 3\n\n[agent]\ntimeout_sec = 60\n\n[verifier]\ntimeout_sec = 60\nagent_output_path = "/app/answer.sh"\nreport = "files"\n`,
   );
   await writeFile(join(dir, "instruction.md"), "Write /app/answer.sh printing 42.\n");
 }
@@ -67,6 +71,7 @@ beforeAll(async () => {
   tmp = await mkdtemp(join(tmpdir(), "trajrl-check-"));
   await fixture("fixture-good", "42", 0);
   await fixture("fixture-bad", "41", 0.5);
+  await fixture("fixture-rooted", "42", 0, true);
   await writeFile(join(tmp, "specs.json"), JSON.stringify({ default: 1, specs: { "1": ["fixture-good"] } }));
 }, 120_000);
 
@@ -107,6 +112,7 @@ describe("scenarios check", () => {
       ok: true,
       reference: { tests: 3, passed: 3 },
       empty: { quality: 0 },
+      hostile: { tests: 3, passed: 0 },
       problems: [],
     });
     expect(bad!.ok).toBe(false);
@@ -114,6 +120,20 @@ describe("scenarios check", () => {
     expect(bad!.problems).toEqual([
       "reference scored 2/3, expected all tests to pass",
       "empty deliverable scored 0, task.toml null_floor is 0.5",
+    ]);
+  }, 600_000);
+
+  it("fails a grader that lets root run what the deliverable wrote (the hostile probe)", async () => {
+    const catalogue = await loadCatalogue(tmp);
+    const row = await checkScenario(catalogue.byName("fixture-rooted")!, { sandbox: sb, images });
+    if (row.image) builtRefs.push(row.image);
+    // Reference and empty deliverable are fine: only the probe shows the hole.
+    expect(row.reference).toMatchObject({ tests: 3, passed: 3 });
+    expect(row.empty).toMatchObject({ quality: 0 });
+    expect(row.ok).toBe(false);
+    // Run as root, the probe forged a one-test report and killed the grader: not the declared 3 tests.
+    expect(row.problems).toEqual([
+      "hostile probe: verifier_bad_report: ctrf.json has 1 tests, the scenario declares 3",
     ]);
   }, 600_000);
 
@@ -127,8 +147,8 @@ describe("scenarios check", () => {
       );
     const ok = await cli(["fixture-good"]);
     expect(ok.code).toBe(0);
-    expect(ok.stdout).toMatch(/^scenario\s+reference\s+empty\s+null_floor\s+result\s+seconds$/m);
-    expect(ok.stdout).toMatch(/^fixture-good\s+3\/3 \(1\)\s+0\/3 \(0\)\s+0\s+ok/m);
+    expect(ok.stdout).toMatch(/^scenario\s+reference\s+empty\s+hostile\s+null_floor\s+result\s+seconds$/m);
+    expect(ok.stdout).toMatch(/^fixture-good\s+3\/3 \(1\)\s+0\/3 \(0\)\s+0\/3 \(0\)\s+0\s+ok/m);
     const bad = await cli(["fixture-bad"]);
     expect(bad.code).toBe(1);
     expect(bad.stdout).toMatch(/^fixture-bad\s+2\/3 .*FAIL/m);

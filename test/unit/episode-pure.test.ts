@@ -188,6 +188,7 @@ describe("check table", () => {
         imageBuilt: false,
         reference: { quality: 1, tests: 6, passed: 6 },
         empty: { quality: 1 / 6, tests: 6, passed: 1 },
+        hostile: { quality: 1 / 6, tests: 6, passed: 1 },
         nullFloor: 0.1667,
         ok: true,
         problems: [],
@@ -199,6 +200,7 @@ describe("check table", () => {
         imageBuilt: false,
         reference: undefined,
         empty: undefined,
+        hostile: undefined,
         nullFloor: 0,
         ok: false,
         problems: ["image_build_failed: boom"],
@@ -206,9 +208,9 @@ describe("check table", () => {
       },
     ]);
     const lines = table.split("\n");
-    expect(lines[0]).toMatch(/^scenario\s+reference\s+empty\s+null_floor\s+result\s+seconds$/);
-    expect(lines[1]).toMatch(/^a\s+6\/6 \(1\)\s+1\/6 \(0\.1667\)\s+0\.1667\s+ok\s+1\.5$/);
-    expect(lines[2]).toMatch(/^bb\s+-\s+-\s+0\s+FAIL/);
+    expect(lines[0]).toMatch(/^scenario\s+reference\s+empty\s+hostile\s+null_floor\s+result\s+seconds$/);
+    expect(lines[1]).toMatch(/^a\s+6\/6 \(1\)\s+1\/6 \(0\.1667\)\s+1\/6 \(0\.1667\)\s+0\.1667\s+ok\s+1\.5$/);
+    expect(lines[2]).toMatch(/^bb\s+-\s+-\s+-\s+0\s+FAIL/);
     expect(lines[3]).toBe("  bb: image_build_failed: boom");
   });
 });

@@ -48,13 +48,14 @@ describe("parseTaskToml", () => {
   it("parses a full task.toml, keeping snake_case names", () => {
     const t = parseTaskToml(TASK, "task.toml");
     expect(t.agent.timeout_sec).toBe(120);
-    expect(t.verifier).toEqual({ timeout_sec: 60, agent_output_path: "/app/out.py" });
+    expect(t.verifier).toEqual({ timeout_sec: 60, agent_output_path: "/app/out.py", report: "harness" });
     expect(t.metadata).toEqual({
       difficulty: "easy",
       category: "demo",
       tags: [],
       null_floor: 0.25,
       cheat_floors: { empty: 0.25 },
+      tests: undefined,
     });
     expect(t.version).toBe("1.0");
   });
@@ -67,6 +68,24 @@ describe("parseTaskToml", () => {
     );
     expect(t.agent.timeout_sec).toBe(600);
     expect(t.verifier.timeout_sec).toBe(300);
+  });
+
+  it("reads the declared test count and the report channel; refuses what is neither", () => {
+    const base = `[metadata]\ndifficulty = "easy"\ncategory = "x"\nnull_floor = 0\n`;
+    const t = parseTaskToml(
+      `${base}tests = 6\n[verifier]\nagent_output_path = "/app/a"\nreport = "files"\n`,
+      "t.toml",
+    );
+    expect(t.metadata.tests).toBe(6);
+    expect(t.verifier.report).toBe("files");
+    const e = errorOf(() =>
+      parseTaskToml(
+        `${base}tests = 0\n[verifier]\nagent_output_path = "/app/a"\nreport = "stdout"\n`,
+        "t.toml",
+      ),
+    );
+    expect(e.message).toContain("metadata.tests: must be positive");
+    expect(e.message).toContain("verifier.report");
   });
 
   it("names the file and every bad field in one error", () => {

@@ -106,6 +106,27 @@ describe.each(
     expect(readFileSync(join(s().paths.tests, "grade.py"), "utf8")).toContain(`DELIVERABLE = "${out}"`);
   });
 
+  it("declares the harness channel and exactly as many tests as its grader registers", () => {
+    const t = s().task;
+    expect(t.verifier.report).toBe("harness");
+    const grader = readFileSync(join(s().paths.tests, "grade.py"), "utf8");
+    const registered = grader.match(/^@G\.test\(/gm)?.length ?? 0;
+    expect(registered).toBeGreaterThanOrEqual(3);
+    expect(t.metadata.tests).toBe(registered);
+  });
+
+  it("its grader never hands git a repository the deliverable touched with git's own trust switches", () => {
+    // Rule 1 of "Graders never let root act on what the deliverable controls" (scenarios/README.md):
+    // what can be checked without Docker. `scenarios check`'s hostile probe checks the rest.
+    for (const f of walk(s().paths.tests).filter((x) => x.endsWith(".py"))) {
+      const text = readFileSync(f, "utf8");
+      expect(text, f).not.toMatch(/safe\.directory/);
+      if (/\bgit\b/.test(text) && /subprocess/.test(text) && !f.endsWith("harness.py"))
+        for (const k of ["GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "core.hooksPath", "core.fsmonitor"])
+          expect(text, `${f} runs git without ${k}`).toContain(k);
+    }
+  });
+
   it("builds FROM the agent base passed as AGENT_BASE", () => {
     const lines = readFileSync(s().paths.dockerfile, "utf8")
       .split("\n")

@@ -1,100 +1,68 @@
-"""Job helper for the bounded-async-runner grader. Every job enters and leaves a shared state
-file under an flock, so the grader learns the real concurrency and start order without
-trusting clocks:  probe.py STATE_DIR ACTION ID [ARGS...]"""
+"""Job helper for the bounded-async-runner grader. A job reports to the grader's collector, a Unix
+socket that only root can create or replace; the grader keeps the record in its own memory and
+learns from the kernel which process speaks (SO_PEERCRED). A job is running while it is connected:
+    probe.py SOCKET ACTION ID [ARGS...]"""
 
-import fcntl
 import json
-import os
+import socket
 import subprocess
 import sys
 import time
 
 
-def update(state_dir, fn):
-    with open(os.path.join(state_dir, "lock"), "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        path = os.path.join(state_dir, "state.json")
-        try:
-            with open(path) as f:
-                st = json.load(f)
-        except (OSError, ValueError):
-            st = {"active": 0, "max": 0, "starts": [], "ended_at_start": [], "ends": [], "reached": False}
-        result = fn(st)
-        with open(path + ".tmp", "w") as f:
-            json.dump(st, f)
-        os.replace(path + ".tmp", path)
-        return result
-
-
-def enter(state_dir, job):
-    def fn(st):
-        st["active"] += 1
-        st["max"] = max(st["max"], st["active"])
-        st["starts"].append(job)
-        # How many jobs had finished when this one began: a runner that starts jobs in file
-        # order with at most K running guarantees ended >= job - K, whatever the scheduling.
-        st["ended_at_start"].append(len(st["ends"]))
-
-    update(state_dir, fn)
-
-
-def leave(state_dir, job):
-    def fn(st):
-        st["active"] -= 1
-        st["ends"].append(job)
-
-    update(state_dir, fn)
-
-
 def main():
-    state_dir, action, job = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    path, action, job = sys.argv[1], sys.argv[2], int(sys.argv[3])
     args = sys.argv[4:]
-    enter(state_dir, job)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    f = s.makefile("rwb")
+
+    def ask(op, **kw):
+        kw["op"] = op
+        f.write((json.dumps(kw) + "\n").encode())
+        f.flush()
+        line = f.readline()
+        if not line:
+            sys.exit(98)
+        return json.loads(line)
+
+    ask("enter", job=job)
     code = 0
     if action == "run":
         time.sleep(float(args[0]))
         code = int(args[1])
     elif action == "barrier":
-        need, wait = int(args[0]), float(args[1])
-        deadline = time.monotonic() + wait
-
-        def seen(st):
-            if st["active"] >= need:
-                st["reached"] = True
-            return st["reached"]
-
-        while not update(state_dir, seen):
+        # Succeeds once NEED jobs were connected at the same moment.
+        need, deadline = int(args[0]), time.monotonic() + float(args[1])
+        while not ask("barrier", need=need)["reached"]:
             if time.monotonic() > deadline:
                 code = 99
                 break
             time.sleep(0.02)
         time.sleep(0.05)
-    elif action == "waitfile":
-        deadline = time.monotonic() + float(args[1])
-        while not os.path.exists(args[0]):
+    elif action == "waitflag":
+        deadline = time.monotonic() + float(args[0])
+        while not ask("flag?")["set"]:
             if time.monotonic() > deadline:
                 code = 99
                 break
             time.sleep(0.02)
-    elif action == "alive":
-        # Succeeds only while the process recorded in PIDFILE (another job's child) still lives.
-        deadline = time.monotonic() + float(args[1])
-        while not os.path.exists(args[0]) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        try:
-            with open(args[0]) as f:
-                os.kill(int(f.read().strip()), 0)
-        except (OSError, ValueError):
-            code = 99
-    elif action == "touch":
-        with open(args[0], "w") as f:
-            f.write("go\n")
+    elif action == "setflag":
+        ask("flag")
     elif action == "spawn":
         child = subprocess.Popen(["sleep", "60"])
-        with open(args[0], "w") as f:
-            f.write("%d\n" % child.pid)
+        ask("child", pid=child.pid)
         time.sleep(60)
-    leave(state_dir, job)
+    elif action == "alive":
+        # Succeeds only while the child that job OTHER started still lives.
+        other, deadline = int(args[0]), time.monotonic() + float(args[1])
+        seen = ask("alive?", job=other)
+        while not seen["known"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+            seen = ask("alive?", job=other)
+        code = 0 if seen["alive"] else 99
+    # Recorded before this process exits, so before the runner can see it end.
+    ask("leave")
     sys.exit(code)
 
 

@@ -128,15 +128,18 @@ class Case:
             build(self.db, rng, **kw)
         self.expected, self.rows = oracle(self.db)
         self.limit = PER_ROW * self.rows + BASE
+        give_to_agent(self.dir)
+        os.chmod(self.db, 0o444)
+        # The runner stays root's (the agent user may read and run it, not change it).
         self.runner = os.path.join(self.dir, "runner.py")
         with open(self.runner, "w") as f:
             f.write(RUNNER)
-        give_to_agent(self.dir)
-        os.chmod(self.db, 0o444)
+        os.chmod(self.runner, 0o644)
 
 
 def check(case):
-    res = run(["python3", case.runner, case.db, DELIVERABLE, str(case.limit)], timeout=90, cwd=case.dir)
+    # -I: no user site, no PYTHON* variables: only the grader's code runs in the measuring process.
+    res = run(["python3", "-I", case.runner, case.db, DELIVERABLE, str(case.limit)], timeout=90, cwd=case.dir)
     expect(not res.timed_out, "the statement " + res.describe())
     try:
         out = json.loads(res.text().strip().splitlines()[-1])

@@ -2,17 +2,35 @@
 the unit tests keep the copies in step with scenarios/_harness/harness.py).
 
 Guarantees the validator relies on, whatever the deliverable does:
+- The report reaches the validator through a channel no process of the deliverable can replace:
+  the validator writes a one-line key on stdin, read here before anything else runs and kept
+  only in this process's memory (made non-dumpable, so not even a root process without
+  CAP_SYS_PTRACE can read it); the final report is printed on stdout as one line
+  `@@TRAJRL-REPORT v1 <hmac-sha256 hex> <base64 of ctrf.json>`. Files under /logs/verifier are
+  written too (ctrf.json, reward.txt: the docker-CLI proof and humans read them), but the
+  validator of the built-in suite ignores them.
 - /logs/verifier/ctrf.json and reward.txt always exist with one entry per declared test: an
   all-failed report is written before anything runs and replaced when the grader finishes.
 - The deliverable runs as the unprivileged agent user (uid 10000) in its own process group,
   bounded by a timeout, its output captured to files (children holding a pipe cannot hang us).
 - /tests is made unreadable for that user, so a deliverable cannot read the grader or its seeds.
+- Before the grader sets anything up, every file and directory of the root filesystem that the
+  agent user owns or anyone may write is given to root: the agent user can write only under /tmp
+  (a sized tmpfs in the verifier), so a deliverable can neither fill the host's disk nor plant
+  anything outside /tmp.
+
+What the harness cannot do for a grader is keep root away from data the deliverable wrote: see
+"Graders never let root act on what the deliverable controls" in scenarios/README.md.
 """
 
+import base64
+import hashlib
+import hmac
 import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -24,6 +42,12 @@ AGENT_GID = 10000
 LOG_DIR = os.environ.get("TRAJRL_VERIFIER_LOG_DIR", "/logs/verifier")
 OUTPUT_CAP = 8 * 1024 * 1024
 IS_ROOT = os.geteuid() == 0
+REPORT_PREFIX = "@@TRAJRL-REPORT v1"
+# Never locked down: the agent user's scratch space (a sized tmpfs in the verifier) and the
+# grader's own trees.
+UNLOCKED = ("/proc", "/sys", "/tmp", "/tests", "/logs")
+
+_key = None
 
 
 class Failure(Exception):
@@ -53,6 +77,106 @@ def expect(cond, message):
         raise Failure(message)
 
 
+def _take_key():
+    """Read the validator's report key (64 hex digits and a newline) from stdin, then point stdin at
+    /dev/null so nothing started later inherits the pipe. No key (the docker-CLI proof): no line."""
+    global _key
+    buf = b""
+    try:
+        while b"\n" not in buf and len(buf) < 256:
+            chunk = os.read(0, 256 - len(buf))
+            if not chunk:
+                break
+            buf += chunk
+    except OSError:
+        buf = b""
+    line = buf.split(b"\n", 1)[0].strip()
+    try:
+        _key = bytes.fromhex(line.decode("ascii")) if len(line) == 64 else None
+    except ValueError:
+        _key = None
+    try:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+    except OSError:
+        pass
+
+
+def _non_dumpable():
+    """PR_SET_DUMPABLE 0: /proc/<pid>/mem, environ, fd/ and ptrace of this process need CAP_SYS_PTRACE."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+    except Exception:  # noqa: BLE001 - best effort; the validator also withholds CAP_SYS_PTRACE
+        pass
+
+
+def _sign(data):
+    return hmac.new(_key, b"trajrl-report v1\n" + data, hashlib.sha256).hexdigest()
+
+
+def _emit(data):
+    """The one line the validator reads: the final report, authenticated with the key."""
+    if _key is None:
+        return
+    line = "%s %s %s\n" % (REPORT_PREFIX, _sign(data), base64.b64encode(data).decode("ascii"))
+    sys.stdout.write(line)
+    sys.stdout.flush()
+
+
+def lock_down():
+    """Give root every file and directory of the root filesystem that the agent user owns or anyone
+    may write (outside UNLOCKED): afterwards the agent user writes only under /tmp."""
+    if not IS_ROOT:
+        return
+    rootdev = os.lstat("/").st_dev
+
+    def fix(path, st):
+        if st.st_uid == AGENT_UID or st.st_gid == AGENT_GID:
+            os.lchown(path, 0, 0)
+        if st.st_mode & stat.S_IWOTH and not stat.S_ISLNK(st.st_mode):
+            os.chmod(path, stat.S_IMODE(st.st_mode) & ~stat.S_IWOTH)
+
+    for root, dirs, files in os.walk("/"):
+        kept = []
+        for d in dirs:
+            p = os.path.join(root, d)
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            if p in UNLOCKED or st.st_dev != rootdev or stat.S_ISLNK(st.st_mode):
+                continue
+            kept.append(d)
+        dirs[:] = kept
+        for p in [root] + [os.path.join(root, f) for f in files]:
+            try:
+                fix(p, os.lstat(p))
+            except OSError:
+                pass
+
+
+def read_regular(path, cap=OUTPUT_CAP):
+    """The bytes of a file the deliverable wrote, read as data: never through a symbolic link, never
+    from a FIFO or a device, at most `cap` bytes (a Failure otherwise)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        raise Failure("%s: %s" % (path, e.strerror))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Failure("%s is not a regular file" % path)
+        if st.st_size > cap:
+            raise Failure("%s is larger than %d bytes" % (path, cap))
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(cap + 1)[:cap]
+    finally:
+        os.close(fd)
+
+
 def give_to_agent(path):
     """Hand a file tree to the agent user so the deliverable can read and write it."""
     if not IS_ROOT:
@@ -72,18 +196,29 @@ def workdir(prefix="case-"):
 
 
 def sweep_agent_processes():
-    """Kill anything the deliverable left behind (this verifier container is ours alone)."""
+    """Kill anything the deliverable left behind (this verifier container is ours alone), round after
+    round until none is left: a process forking while we sweep cannot outrun us."""
     if not IS_ROOT:
         return
     me = os.getpid()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == me:
-            continue
-        try:
-            if os.stat("/proc/" + pid).st_uid == AGENT_UID:
+    for _ in range(200):
+        found = False
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) == me:
+                continue
+            try:
+                if os.stat("/proc/" + pid).st_uid != AGENT_UID:
+                    continue
+                with open("/proc/%s/stat" % pid) as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        continue
                 os.kill(int(pid), signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
+                found = True
+            except (OSError, ValueError, IndexError):
+                pass
+        if not found:
+            return
+        time.sleep(0.01)
 
 
 def run(argv, timeout, stdin_bytes=None, cwd=None, env=None, cleanup=True):
@@ -181,16 +316,23 @@ class Grader:
                 "tests": results,
             }
         }
-        tmp = os.path.join(LOG_DIR, ".ctrf.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(report, f, indent=2)
-        os.replace(tmp, os.path.join(LOG_DIR, "ctrf.json"))
-        reward = (passed / total) if total else 0.0
-        with open(os.path.join(LOG_DIR, "reward.txt"), "w") as f:
-            f.write("%.4f\n" % reward)
-        return passed, total
+        data = json.dumps(report, indent=2).encode("utf-8")
+        try:
+            tmp = os.path.join(LOG_DIR, ".ctrf.json.tmp")
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, os.path.join(LOG_DIR, "ctrf.json"))
+            reward = (passed / total) if total else 0.0
+            with open(os.path.join(LOG_DIR, "reward.txt"), "w") as f:
+                f.write("%.4f\n" % reward)
+        except OSError:
+            # The files are for people and the docker-CLI proof; the signed line is the report.
+            traceback.print_exc()
+        return passed, total, data
 
     def main(self):
+        _take_key()
+        _non_dumpable()
         started_ms = int(time.time() * 1000)
         pending = [
             {"name": n, "status": "failed", "duration": 0, "message": "grader did not finish"} for n, _ in self.tests
@@ -200,6 +342,7 @@ class Grader:
             os.chmod("/tests", 0o700)
         setup_error = None
         try:
+            lock_down()
             for fn in self.setups:
                 fn(self.state)
         except Exception as e:  # noqa: BLE001 - reported, never raised
@@ -222,8 +365,10 @@ class Grader:
             entry["duration"] = int((time.monotonic() - t0) * 1000)
             results.append(entry)
             print("%s  %s%s" % (entry["status"].upper(), name, ("  -- " + entry["message"]) if "message" in entry else ""))
-        passed, total = self._write(results, started_ms)
+        passed, total, data = self._write(results, started_ms)
         print("%d/%d passed" % (passed, total))
+        sys.stdout.flush()
+        _emit(data)
         return 0
 
 

@@ -1,6 +1,7 @@
 """Grader for sensor-log-compressor: hidden logs from a fixed seed plus odd inputs; compress and
-decompress run as separate processes of the agent user, and every file that user could have
-left behind is deleted between the two calls. Python 3 standard library only."""
+decompress run as separate processes of the agent user, and everything that user could have left
+behind (files in the places it can write, System V IPC objects, processes) is removed between the
+two calls. Python 3 standard library only."""
 
 import lzma
 import os
@@ -31,26 +32,21 @@ def writable_places():
     return places
 
 
-def lock_down():
-    """Give agent-owned image files (e.g. /app) to root, so only world-writable dirs remain."""
+def world_writable_places():
+    """The harness has already given root everything else the agent user owned (lock_down)."""
     if not IS_ROOT:
         return []
-    for top in ("/app", "/workspace", "/home"):
-        for root, dirs, files in os.walk(top):
-            for n in [root] + [os.path.join(root, x) for x in dirs + files]:
-                try:
-                    if os.lstat(n).st_uid == AGENT_UID:
-                        os.lchown(n, 0, 0)
-                except OSError:
-                    pass
     return [p for p in writable_places() if os.lstat(p).st_mode & stat.S_IWOTH]
 
 
 def scrub(places):
-    """Delete everything the agent user created since lock_down()."""
+    """Delete everything the agent user created since the harness locked the image down."""
     if not IS_ROOT:
         return
     sweep_agent_processes()
+    # System V shared memory, semaphores and message queues outlive their creator; only their
+    # owner (or CAP_SYS_ADMIN, which the verifier does not have) may remove them.
+    run(["ipcrm", "--all"], timeout=10)
     for place in places:
         for root, dirs, files in os.walk(place, topdown=False):
             for n in files + dirs:
@@ -100,7 +96,7 @@ G = Grader("sensor-log-compressor")
 def setup(state):
     with open("/app/samples/sensors.csv", "rb") as f:
         state["sample"] = f.read()
-    state["places"] = lock_down()
+    state["places"] = world_writable_places()
     rng = random.Random(SEED)
     state["A"] = sensor_log(rng, rows=20000, sensors=8, interval=5)
     state["B"] = sensor_log(rng, rows=18000, sensors=13, interval=60, cold=True, quirks=True)

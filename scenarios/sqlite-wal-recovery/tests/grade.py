@@ -6,6 +6,7 @@ import os
 import random
 import shutil
 import sqlite3
+import stat
 
 from harness import Grader, expect, give_to_agent, run, workdir
 
@@ -14,9 +15,11 @@ SEED = 77_031_2
 
 
 def dump(path):
-    """Schema and every row of every table, ordered, as SQLite reads it."""
+    """Schema and every row of every table, ordered, as SQLite reads it. The deliverable's file is
+    read as data: read-only, and nothing in its schema may call a function with side effects."""
     conn = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
     try:
+        conn.execute("PRAGMA trusted_schema = OFF")
         schema = conn.execute(
             "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
         ).fetchall()
@@ -174,7 +177,8 @@ def build_page_size(rng):
 def check(case):
     res = run(["python3", DELIVERABLE, case.db, case.wal, case.out], timeout=60, cwd=case.dir)
     expect(not res.timed_out and res.rc == 0, "recover.py " + res.describe())
-    expect(os.path.isfile(case.out) and os.path.getsize(case.out) > 0, "OUT was not written")
+    st = os.lstat(case.out) if os.path.lexists(case.out) else None
+    expect(st is not None and stat.S_ISREG(st.st_mode) and st.st_size > 0, "OUT was not written (as a regular file)")
     # OUT must stand alone: a WAL the deliverable left next to it is not part of the answer.
     for suffix in ("-wal", "-shm"):
         if os.path.exists(case.out + suffix):
