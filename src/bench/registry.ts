@@ -108,7 +108,7 @@ export class RegistryBench implements BenchSource {
         { image: ref, digest: pulled.digest, changed: pulled.changed, ms: Math.round(ms) },
         "bench.pulled",
       );
-      opts.onProgress?.({ image: label, ref, phase: pulled.changed ? "ready" : "cached", ms });
+      opts.onProgress?.({ image: label, ref, phase: pulled.isNew ? "ready" : "cached", ms });
     }
     return pulled;
   }

@@ -66,6 +66,7 @@ export function registerEval(program: Command): void {
       const {
         evaluatePack,
         resolveRequest,
+        toScoreVerdict,
         ProgressView,
         verdictTable,
         leaderboard,
@@ -204,7 +205,12 @@ export function registerEval(program: Command): void {
       if (flags.json) {
         out(
           JSON.stringify(
-            results.map((r) => ({ label: r.label, ...r.result })),
+            // Each verdict with the body a validator posts for it (upstream's score payload).
+            results.map((r) => ({
+              label: r.label,
+              ...r.result,
+              ...(r.result.kind === "verdict" ? { payload: toScoreVerdict(r.result.verdict) } : {}),
+            })),
             null,
             2,
           ),

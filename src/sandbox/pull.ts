@@ -29,8 +29,10 @@ export interface PulledImage {
   id: string;
   /** The registry digest of `ref`'s repository (sha256:…), else the image id (a local-only image). */
   digest: string;
-  /** The pull brought a different image than the one present before. */
+  /** The pull brought a different image than the one present before (which is removed when unused). */
   changed: boolean;
+  /** The image was not here before the pull, or the pull changed it. */
+  isNew: boolean;
   /** The pull failed and the local copy is used (`pullError` says why). */
   fromCache: boolean;
   pullError?: string;
@@ -143,6 +145,13 @@ export async function pullImage(
     pullError = isAbortError(err) ? "timed out" : dockerMessage(err);
   }
   const after = await inspect(docker, ref);
+  // A re-pushed tag leaves the image it replaced without a name: remove it (as upstream does) unless
+  // something still uses it.
+  if (before && after && before.id !== after.id)
+    await docker
+      .getImage(before.id)
+      .remove()
+      .catch(() => undefined);
   if (!after)
     throw new InfraError(
       "image_missing",
@@ -153,6 +162,7 @@ export async function pullImage(
     id: after.id,
     digest: digestFor(ref, after.repoDigests, after.id),
     changed: before !== undefined && before.id !== after.id,
+    isNew: before === undefined || before.id !== after.id,
     fromCache: pullError !== undefined,
     ...(pullError !== undefined ? { pullError } : {}),
   };

@@ -18,7 +18,7 @@ export interface EvalRun {
 export function runEvalCli(
   dataDir: string,
   args: string[],
-  o: { killAfterMs?: number; onChild?: (c: ChildProcess) => void } = {},
+  o: { killAfterMs?: number; onChild?: (c: ChildProcess) => void; env?: Record<string, string> } = {},
 ): Promise<EvalRun> {
   return new Promise((resolve) => {
     const t0 = performance.now();
@@ -33,6 +33,7 @@ export function runEvalCli(
           LLM_API_KEY: "",
           ENGY_SIM_SEED: "11",
           ENGY_SIM_LATENCY_SCALE: "0",
+          ...o.env,
         },
       },
     );
