@@ -135,19 +135,21 @@ export class RegistryBench implements BenchSource {
       this.log.warn({ unknown, bench: this.opts.ref }, "bench.scenarios_not_listed_by_bench");
     const tag = tagOf(this.opts.ref);
     const infos = new Map<string, ScenarioInfoProbe>();
-    // Probes one after the other (each is a container); pulls two at a time.
-    for (const name of r.names)
-      infos.set(
-        name,
-        await probeScenarioInfo(this.opts.docker, this.opts.session, this.opts.ref, name, opts.signal),
-      );
     const pulled = new Map<string, PulledImage>();
+    // Each scenario's probe (a throw-away container) and then its pull, three scenarios at a time.
     const queue = [...r.names];
     await Promise.all(
-      Array.from({ length: 2 }, async () => {
+      Array.from({ length: 3 }, async () => {
         for (let n = queue.shift(); n; n = queue.shift()) {
-          const ref = `${infos.get(n)!.image_repo}:${tag}`;
-          pulled.set(n, await this.pull(`scenario/${n}`, ref, opts));
+          const info = await probeScenarioInfo(
+            this.opts.docker,
+            this.opts.session,
+            this.opts.ref,
+            n,
+            opts.signal,
+          );
+          infos.set(n, info);
+          pulled.set(n, await this.pull(`scenario/${n}`, `${info.image_repo}:${tag}`, opts));
         }
       }),
     );

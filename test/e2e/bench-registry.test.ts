@@ -149,6 +149,10 @@ describe("eval --bench: trajrl-bench pulled from a registry", () => {
       expect(["infra", "upstream"]).not.toContain(s.failure?.class);
     }
     expect(v.costUsd).toBeGreaterThan(0);
+    // The pin pack earns on the pulled bench what it earns on the built-in suite (0.5 + 1.0 with
+    // seed 11): the deliverable crossed into upstream's verifier layout and was graded there.
+    expect(result!.payload!.challenger.score).toBeGreaterThan(0);
+    expect(result!.payload!.challenger).toMatchObject({ qualified: true });
     // The digests are the registry's (what `bench build --push` got back from it).
     expect(built.base.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
     const p = result!.payload!;

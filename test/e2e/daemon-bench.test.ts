@@ -148,6 +148,7 @@ describe("the daemon on the subnet's benchmark", () => {
       llm_model: "policy:auto (default qwen3.8-27b)",
     });
     expect(Object.keys(body.challenger.scenario_results)).toEqual(SCENARIOS);
+    expect(body.challenger.qualified).toBe(true);
     for (const r of Object.values(body.challenger.scenario_results))
       expect(r.judge).toMatchObject({ harness: "trajrl-bench", sandbox_version: built.version });
     // The fallback was logged with the spec the platform asked for.

@@ -134,10 +134,25 @@ def lock_down():
     rootdev = os.lstat("/").st_dev
 
     def fix(path, st):
+        if stat.S_ISLNK(st.st_mode):
+            if st.st_uid == AGENT_UID or st.st_gid == AGENT_GID:
+                os.lchown(path, 0, 0)
+            return
+        mode = stat.S_IMODE(st.st_mode)
         if st.st_uid == AGENT_UID or st.st_gid == AGENT_GID:
+            # What the agent user could read or traverse as owner or group stays readable by all
+            # (an image may keep /app at 0770 hermes:hermes, as trajrl-bench's does); writing goes.
+            kept = 0
+            if st.st_uid == AGENT_UID:
+                kept |= (mode >> 6) & 0o5
+            if st.st_gid == AGENT_GID:
+                kept |= (mode >> 3) & 0o5
             os.lchown(path, 0, 0)
-        if st.st_mode & stat.S_IWOTH and not stat.S_ISLNK(st.st_mode):
-            os.chmod(path, stat.S_IMODE(st.st_mode) & ~stat.S_IWOTH)
+            mode |= kept
+        if mode & stat.S_IWOTH:
+            mode &= ~stat.S_IWOTH
+        if mode != stat.S_IMODE(st.st_mode):
+            os.chmod(path, mode)
 
     for root, dirs, files in os.walk("/"):
         kept = []
