@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { CappedText, demuxFrames } from "../../src/sandbox/containers.js";
 import { globToRegExp, imageHash, isIgnored, parseIgnore } from "../../src/sandbox/context.js";
-import { chainRules } from "../../src/sandbox/firewall.js";
+import { canonicalCidr, chainRules, jumpRules } from "../../src/sandbox/firewall.js";
 import { LABEL, labelsFor, newSession, safeName, uniqueName } from "../../src/sandbox/labels.js";
 import { reapDecision } from "../../src/sandbox/reaper.js";
 import {
@@ -131,16 +131,29 @@ describe("reaper decisions", () => {
 });
 
 describe("firewall rules", () => {
-  it("accept replies, the meter port from meter bridges only, drop the rest", () => {
+  it("accept replies, nothing from agent bridges, the meter port from the rest sent here; drop the rest", () => {
     expect(chainRules(4, 8790)).toEqual([
       "-A TRAJRL-EPISODE -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
-      "-A TRAJRL-EPISODE -i tjm+ -p tcp -m tcp --dport 8790 -j ACCEPT",
+      "-A TRAJRL-EPISODE -i tja+ -j DROP",
+      "-A TRAJRL-EPISODE -p tcp -m tcp --dport 8790 -j ACCEPT",
       "-A TRAJRL-EPISODE -j DROP",
     ]);
     expect(chainRules(6, 8790)).toEqual([
       "-A TRAJRL-EPISODE -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+      "-A TRAJRL-EPISODE -i tja+ -j DROP",
       "-A TRAJRL-EPISODE -j DROP",
     ]);
+  });
+
+  it("sends episode bridges and, where the interfaces are ethN (the daemon's container), the pool to the chain", () => {
+    expect(jumpRules(4)).toEqual([
+      ["-i", "tja+", "-j", "TRAJRL-EPISODE"],
+      ["-i", "tjm+", "-j", "TRAJRL-EPISODE"],
+    ]);
+    // iptables prints (and -C matches) the network address, whatever host bits the setting carries.
+    expect(jumpRules(4, "10.213.7.9/16").at(-1)).toEqual(["-s", "10.213.0.0/16", "-j", "TRAJRL-EPISODE"]);
+    expect(jumpRules(6, "10.213.0.0/16")).toHaveLength(2);
+    expect(canonicalCidr("172.30.255.1/20")).toBe("172.30.240.0/20");
   });
 });
 
