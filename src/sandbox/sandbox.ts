@@ -7,7 +7,8 @@ import { hostname } from "node:os";
 import { InfraError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { silentLogger } from "../log.js";
-import { connectNetwork } from "./containers.js";
+import { connectNetwork, EPISODE_DNS_UPSTREAM } from "./containers.js";
+import { DNS_CVE, engineDnsVerdict } from "./dns.js";
 import { connectDocker, type Docker, engine } from "./docker.js";
 import { EngineWatch } from "./engine-watch.js";
 import { installFirewall, METER_EPISODE_PORT } from "./firewall.js";
@@ -95,6 +96,7 @@ export class Sandbox {
     const docker = opts.docker ?? connectDocker(opts.socketPath);
     await engine("docker_unavailable", "no Docker engine answers", () => docker.ping());
     const sb = new Sandbox(docker, opts);
+    await sb.warnOnDnsLeak();
     if ((opts.firewall ?? "iptables") === "iptables") {
       await installFirewall({ poolCidr: sb.poolCidr, meterPort: METER_EPISODE_PORT, log: sb.log });
     } else {
@@ -107,6 +109,21 @@ export class Sandbox {
     if (every > 0) sb.reaper.start(every);
     await sb.engineWatch.start();
     return sb;
+  }
+
+  /** Engines known to leak DNS from internal networks are named; episodes get --dns 127.0.0.1 anyway. */
+  private async warnOnDnsLeak(): Promise<void> {
+    const version = await this.docker
+      .version()
+      .then((v) => v.Version)
+      .catch(() => undefined);
+    if (version === undefined) return;
+    const v = engineDnsVerdict(version);
+    if (v.affected)
+      this.log.warn(
+        { engine: version, cve: DNS_CVE, reason: v.reason, upstream: EPISODE_DNS_UPSTREAM },
+        "sandbox.engine_dns_leak",
+      );
   }
 
   openScope(episodeId: string, ttlMs: number): EpisodeScope {

@@ -1,7 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { CappedText, demuxFrames } from "../../src/sandbox/containers.js";
+import { CappedText, createOptions, demuxFrames, SIDECAR_LIMITS } from "../../src/sandbox/containers.js";
 import { globToRegExp, imageHash, isIgnored, parseIgnore } from "../../src/sandbox/context.js";
+import { engineDnsVerdict } from "../../src/sandbox/dns.js";
 import { canonicalCidr, chainRules, jumpRules } from "../../src/sandbox/firewall.js";
 import { LABEL, labelsFor, newSession, safeName, uniqueName } from "../../src/sandbox/labels.js";
 import { reapDecision } from "../../src/sandbox/reaper.js";
@@ -154,6 +155,30 @@ describe("firewall rules", () => {
     expect(jumpRules(4, "10.213.7.9/16").at(-1)).toEqual(["-s", "10.213.0.0/16", "-j", "TRAJRL-EPISODE"]);
     expect(jumpRules(6, "10.213.0.0/16")).toHaveLength(2);
     expect(canonicalCidr("172.30.255.1/20")).toBe("172.30.240.0/20");
+  });
+});
+
+describe("DNS out of an episode (CVE-2024-29018)", () => {
+  it("names the engines whose embedded resolver forwards internal networks' queries through the host", () => {
+    const affected = (v: string) => engineDnsVerdict(v).affected;
+    // Debian bookworm's package: its changelog carries CVE-2024-41110 only.
+    expect(affected("20.10.24+dfsg1")).toBe(true);
+    expect(engineDnsVerdict("20.10.24+dfsg1").reason).toContain("Debian");
+    expect(affected("23.0.10")).toBe(true);
+    expect(affected("23.0.11")).toBe(false);
+    expect(affected("24.0.9")).toBe(true);
+    expect(affected("25.0.3")).toBe(true);
+    expect(affected("25.0.4")).toBe(false);
+    expect(affected("26.0.0")).toBe(false);
+    expect(affected("28.2.2")).toBe(false);
+    expect(affected("26.1.5+dfsg1")).toBe(false);
+    expect(affected("nightly")).toBe(true);
+  });
+
+  it("gives every container an upstream resolver on its own loopback, whatever its network", () => {
+    const base = { name: "x", image: "i", labels: {}, limits: SIDECAR_LIMITS };
+    for (const network of [{ kind: "none" as const }, { kind: "network" as const, name: "n" }])
+      expect(createOptions({ ...base, network }).HostConfig?.Dns).toEqual(["127.0.0.1"]);
   });
 });
 
