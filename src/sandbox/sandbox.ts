@@ -12,15 +12,14 @@ import { DNS_CVE, engineDnsVerdict } from "./dns.js";
 import { connectDocker, type Docker, engine } from "./docker.js";
 import { EngineWatch } from "./engine-watch.js";
 import { installFirewall, METER_EPISODE_PORT } from "./firewall.js";
-import { LABEL, newSession, type SandboxSession, uniqueName } from "./labels.js";
+import { containerIdFromMountinfo, LABEL, newSession, type SandboxSession, uniqueName } from "./labels.js";
 import { type EpisodeNetwork, NetworkPool } from "./networks.js";
 import { type EpisodeScope, Reaper } from "./reaper.js";
 import { cidrSize, intToIp, parseCidr } from "./subnet.js";
 
 /**
- * This process's own container, when it runs in one: Docker bind-mounts the container's hostname,
- * hosts and resolv.conf files from /var/lib/docker/containers/<id>/, which shows in mountinfo even
- * when the operator set a custom hostname. Falls back to the hostname (Docker's default is the id).
+ * This process's own container, when it runs in one (labels.ts reads the bind mounts Docker makes).
+ * Falls back to the hostname (Docker's default is the id).
  */
 export function ownContainerId(mountinfo?: string): string {
   let text = mountinfo;
@@ -31,8 +30,7 @@ export function ownContainerId(mountinfo?: string): string {
       text = "";
     }
   }
-  const m = /\/containers\/([0-9a-f]{64})\/(?:hostname|hosts|resolv\.conf)/.exec(text);
-  return m ? m[1]! : hostname();
+  return containerIdFromMountinfo(text) ?? hostname();
 }
 
 /**

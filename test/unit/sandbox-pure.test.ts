@@ -4,7 +4,15 @@ import { CappedText, createOptions, demuxFrames, SIDECAR_LIMITS } from "../../sr
 import { globToRegExp, imageHash, isIgnored, parseIgnore } from "../../src/sandbox/context.js";
 import { engineDnsVerdict } from "../../src/sandbox/dns.js";
 import { canonicalCidr, chainRules, jumpRules } from "../../src/sandbox/firewall.js";
-import { LABEL, labelsFor, newSession, safeName, uniqueName } from "../../src/sandbox/labels.js";
+import {
+  containerIdFromMountinfo,
+  LABEL,
+  labelsFor,
+  newSession,
+  processBoot,
+  safeName,
+  uniqueName,
+} from "../../src/sandbox/labels.js";
 import { reapDecision } from "../../src/sandbox/reaper.js";
 import {
   blockAt,
@@ -110,6 +118,48 @@ describe("reaper decisions", () => {
     expect(reapDecision({ "other.label": "x" }, me, new Set(), now, alive)).toBeUndefined();
   });
 
+  it("a pid started again (a restarted daemon container) is a dead owner; so is an owner container the engine lost", () => {
+    const boots: Record<number, string> = { 200: "k1:500" };
+    const sameStart = (pid: number, boot: string | undefined) =>
+      alive(pid) && (boot === undefined || boots[pid] === boot);
+    expect(reapDecision(labels({ [LABEL.boot]: "k1:500" }), me, new Set(), now, sameStart)).toBeUndefined();
+    // Same host, same pid, another start: the container restarted and its new process got the old pid.
+    expect(reapDecision(labels({ [LABEL.boot]: "k1:400" }), me, new Set(), now, sameStart)).toBe(
+      "owner_dead",
+    );
+    // Another kernel boot (a reboot) likewise.
+    expect(reapDecision(labels({ [LABEL.boot]: "k0:500" }), me, new Set(), now, sameStart)).toBe(
+      "owner_dead",
+    );
+    // A recreated daemon container: another hostname, and the engine no longer has the old one.
+    const old = labels({ [LABEL.host]: "oldhost", [LABEL.container]: "c".repeat(64) });
+    expect(reapDecision(old, me, new Set(), now, alive, () => false)).toBeUndefined();
+    expect(reapDecision(old, me, new Set(), now, alive, (id) => id === "c".repeat(64))).toBe("owner_dead");
+    // Our own container is never judged gone.
+    const inside = { ...me, container: "c".repeat(64) };
+    expect(reapDecision(old, inside, new Set(), now, alive, () => true)).toBeUndefined();
+  });
+
+  it("reads a process's start and its container from /proc", () => {
+    const files: Record<string, string> = {
+      "/proc/sys/kernel/random/boot_id": "0dce6778-19c4\n",
+      // A command name with spaces and a parenthesis: fields are counted after the last ')'.
+      "/proc/7/stat": `7 (node (x) y) S 1 7 7 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 11 0 121904 1000 50 ${"0 ".repeat(30)}`,
+    };
+    expect(processBoot(7, (p) => files[p])).toBe("0dce6778-19c4:121904");
+    expect(processBoot(8, (p) => files[p])).toBeUndefined();
+    // This process: a real /proc answers, and the same pid read twice is the same start.
+    expect(processBoot(process.pid)).toMatch(/^[0-9a-f-]+:\d+$/);
+    expect(processBoot(process.pid)).toBe(processBoot(process.pid));
+    const id = "ab".repeat(32);
+    expect(
+      containerIdFromMountinfo(
+        `612 590 254:0 /var/lib/docker/containers/${id}/resolv.conf /etc/resolv.conf rw - ext4 /dev/vda rw\n`,
+      ),
+    ).toBe(id);
+    expect(containerIdFromMountinfo("22 1 0:21 / /proc rw - proc proc rw\n")).toBeUndefined();
+  });
+
   it("labels every object with role, session, episode, expiry, host and pid", () => {
     const s = newSession();
     const l = labelsFor(s, "verifier", "ep9", 123.4);
@@ -120,6 +170,7 @@ describe("reaper decisions", () => {
       [LABEL.expires]: "124",
       [LABEL.host]: s.host,
       [LABEL.pid]: String(process.pid),
+      [LABEL.boot]: processBoot(process.pid),
     });
     expect(safeName("../ep 1/x")).toBe("ep-1-x");
     // Long ids that differ only in their tail (scenario, attempt) keep distinct names.
