@@ -1,11 +1,18 @@
 /**
- * Liveness for /healthz and the container HEALTHCHECK: the loops tick, the database takes a write,
- * and the Docker engine answers. The decision is a pure function of three probe results; the probes
- * are thin and cached so a scrape storm cannot hammer SQLite or the engine.
+ * Health for /healthz, /readyz, the container HEALTHCHECK and the `status` header.
+ * - unhealthy (liveness, /healthz 503): a loop stopped ticking, the database takes no write, or the
+ *   Docker engine does not answer — the process itself is in trouble.
+ * - degraded (readiness, /readyz 503; /healthz stays 200): the process works but cannot do its job,
+ *   because the chain or the platform has been unreachable for longer than DEGRADED_AFTER_S (the
+ *   daemon's `chain_unreachable` / `platform_unreachable` alarms, by how long they have been up).
+ * - healthy: neither.
+ * The decision is a pure function of the probe results and the alarms; the probes are thin and
+ * cached so a scrape storm cannot hammer SQLite or the engine.
  */
 import Docker from "dockerode";
 import type { Db } from "../store/index.js";
 import { KvRepo } from "../store/index.js";
+import { duration } from "./format.js";
 
 export interface ProbeResult {
   ok: boolean;
@@ -23,25 +30,57 @@ export interface StaleLoop {
 }
 
 export interface HealthReason {
-  check: "loops" | "database" | "docker";
+  check: "loops" | "database" | "docker" | "chain" | "platform";
   code: string;
   message: string;
 }
 
+export type HealthState = "healthy" | "degraded" | "unhealthy";
+
 export interface HealthReport {
+  /** Liveness: loops, database and Docker pass (degraded is still ok). */
   ok: boolean;
+  state: HealthState;
+  /** /healthz: 200 while ok. */
   status: 200 | 503;
+  /** /readyz: only a healthy validator is ready. */
+  ready: boolean;
   checks: {
     loops: { ok: boolean; stale: string[] };
     database: ProbeResult;
     docker: ProbeResult;
+    /** Upstreams unreachable past the threshold (chain, platform). */
+    upstreams: { ok: boolean; unreachable: string[]; degradedAfterMs: number };
   };
+  /** Every failure and every degradation, one reason each. */
   reasons: HealthReason[];
 }
 
-/** The /healthz decision: healthy only when every check passes; each failure becomes one reason. */
+/** An alarm as the health decision reads it (src/status/live.ts Alarm). */
+export interface UpstreamAlarm {
+  code: string;
+  message: string;
+  since: number;
+}
+
+/** The alarms that degrade health once they have been up long enough, and the upstream each names. */
+export const DEGRADING_ALARMS: Readonly<Record<string, "chain" | "platform">> = {
+  chain_unreachable: "chain",
+  platform_unreachable: "platform",
+};
+
+export const DEFAULT_DEGRADED_AFTER_MS = 300_000;
+
+/** The health decision: every failure and every degradation becomes one reason. */
 export function decideHealth(
-  input: { staleLoops: readonly StaleLoop[]; database: ProbeResult; docker: ProbeResult },
+  input: {
+    staleLoops: readonly StaleLoop[];
+    database: ProbeResult;
+    docker: ProbeResult;
+    /** Live alarms; those in DEGRADING_ALARMS count once up for `degradedAfterMs`. */
+    alarms?: readonly UpstreamAlarm[];
+    degradedAfterMs?: number;
+  },
   now: number,
 ): HealthReport {
   const reasons: HealthReason[] = [];
@@ -69,13 +108,29 @@ export function decideHealth(
       message: input.docker.error ?? "the Docker engine does not answer",
     });
   const ok = reasons.length === 0;
+  const after = input.degradedAfterMs ?? DEFAULT_DEGRADED_AFTER_MS;
+  const unreachable: string[] = [];
+  for (const a of input.alarms ?? []) {
+    const upstream = DEGRADING_ALARMS[a.code];
+    if (upstream === undefined || now - a.since < after) continue;
+    unreachable.push(upstream);
+    reasons.push({
+      check: upstream,
+      code: a.code,
+      message: `${upstream} unreachable for ${duration(now - a.since)} (threshold ${duration(after)}): ${a.message}`,
+    });
+  }
+  const state: HealthState = !ok ? "unhealthy" : unreachable.length ? "degraded" : "healthy";
   return {
     ok,
+    state,
     status: ok ? 200 : 503,
+    ready: state === "healthy",
     checks: {
       loops: { ok: input.staleLoops.length === 0, stale: input.staleLoops.map((l) => l.name) },
       database: input.database,
       docker: input.docker,
+      upstreams: { ok: unreachable.length === 0, unreachable, degradedAfterMs: after },
     },
     reasons,
   };

@@ -1,6 +1,6 @@
 /**
  * The status web server (node:http): the page, its live fragment, the JSON API, server-sent events,
- * /metrics and /healthz. Bound to STATUS_HOST:STATUS_PORT (loopback by default: the page shows
+ * /metrics, /healthz (liveness) and /readyz (readiness: healthy, not degraded). Bound to STATUS_HOST:STATUS_PORT (loopback by default: the page shows
  * hotkeys and spend, and has no authentication). Read-only apart from the /healthz write probe.
  */
 import { readFile } from "node:fs/promises";
@@ -123,7 +123,16 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
     const [database, dockerResult] = await Promise.all([dbProbe.get(), docker.get()]);
     // The live state's clock, so "silent for N s" agrees with how staleness was judged.
     const now = live.snapshot().now;
-    return decideHealth({ staleLoops: live.staleLoops(), database, docker: dockerResult }, now);
+    return decideHealth(
+      {
+        staleLoops: live.staleLoops(),
+        database,
+        docker: dockerResult,
+        alarms: live.snapshot().alarms,
+        degradedAfterMs: config.status.degradedAfterMs,
+      },
+      now,
+    );
   };
   const snapshot = async (): Promise<StatusSnapshot> =>
     reader.snapshot({
@@ -165,6 +174,11 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
     if (path === "/healthz") {
       const report = await health();
       sendJson(res, report.status, report);
+      return;
+    }
+    if (path === "/readyz") {
+      const report = await health();
+      sendJson(res, report.ready ? 200 : 503, report);
       return;
     }
     if (path === "/metrics") {
