@@ -5,6 +5,7 @@
  */
 import { Command, CommanderError } from "commander";
 import { registerBench } from "./cli/bench.js";
+import { registerCheck } from "./cli/check.js";
 import { registerEngySim } from "./cli/engy-sim.js";
 import { registerEval } from "./cli/eval.js";
 import { registerImages } from "./cli/images.js";
@@ -35,6 +36,7 @@ export function buildProgram(): Command {
   registerStatus(program);
   registerImages(program);
   registerBench(program);
+  registerCheck(program);
   return program;
 }
 

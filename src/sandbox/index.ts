@@ -29,6 +29,7 @@ export { DNS_CVE, type EngineDnsVerdict, engineDnsVerdict } from "./dns.js";
 export { type Container, connectDocker, type Docker } from "./docker.js";
 export {
   AGENT_BRIDGE_PREFIX,
+  canonicalCidr,
   FIREWALL_CHAIN,
   installFirewall,
   METER_BRIDGE_PREFIX,
