@@ -27,6 +27,24 @@ export interface StaleLoop {
   name: string;
   intervalMs: number;
   lastTickAt?: number | undefined;
+  /** The last failed tick; when it is the last tick, the loop is retrying with a backoff. */
+  lastError?: { at: number } | undefined;
+}
+
+/**
+ * How long a loop whose last tick failed may stay silent: its retries back off to minutes (5 min for
+ * the daemon's loops, 10 min for weights) while the chain or the platform is down, and that is the
+ * upstream's trouble, reported as degraded — not a dead loop.
+ */
+export const BACKOFF_GRACE_MS = 15 * 60_000;
+
+/** Pure: the loops LiveStatus found silent, less those that are backing off after a failure within the grace. */
+export function stillStale<T extends StaleLoop>(loops: readonly T[], now: number): T[] {
+  return loops.filter((l) => {
+    const backingOff =
+      l.lastError !== undefined && l.lastTickAt !== undefined && l.lastError.at === l.lastTickAt;
+    return !backingOff || now - (l.lastTickAt ?? 0) > BACKOFF_GRACE_MS;
+  });
 }
 
 export interface HealthReason {

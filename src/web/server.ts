@@ -19,6 +19,7 @@ import {
   dockerProbe,
   type HealthReport,
   type ProbeResult,
+  stillStale,
 } from "./health.js";
 import { renderHeader, renderMain, renderPage } from "./html.js";
 import { METRICS_CONTENT_TYPE, ValidatorMetrics } from "./metrics.js";
@@ -125,7 +126,7 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
     const now = live.snapshot().now;
     return decideHealth(
       {
-        staleLoops: live.staleLoops(),
+        staleLoops: stillStale(live.staleLoops(), now),
         database,
         docker: dockerResult,
         alarms: live.snapshot().alarms,

@@ -10,6 +10,7 @@ import {
   decideHealth,
   dockerProbe,
   type ProbeResult,
+  stillStale,
 } from "../../src/web/health.js";
 
 const OK: ProbeResult = { ok: true, checkedAt: 1 };
@@ -101,6 +102,28 @@ describe("decideHealth: degraded", () => {
     const r = decideHealth({ staleLoops: [], database: OK, docker: down, alarms: [chain] }, NOW);
     expect(r).toMatchObject({ ok: false, state: "unhealthy", status: 503, ready: false });
     expect(r.reasons.map((x) => x.check)).toEqual(["docker", "chain"]);
+  });
+});
+
+describe("stillStale", () => {
+  it("a loop retrying after a failure may back off for minutes; a silent loop that last succeeded may not", () => {
+    const backingOff = {
+      name: "winner",
+      intervalMs: 10_000,
+      lastTickAt: NOW - 200_000,
+      lastError: { at: NOW - 200_000 },
+    };
+    const quiet = {
+      name: "eval",
+      intervalMs: 10_000,
+      lastTickAt: NOW - 200_000,
+      lastError: { at: NOW - 900_000 },
+    };
+    const never = { name: "heartbeat", intervalMs: 10_000 };
+    expect(stillStale([backingOff, quiet, never], NOW).map((l) => l.name)).toEqual(["eval", "heartbeat"]);
+    // Past the grace even a backing-off loop is reported: no backoff is that long.
+    const long = { ...backingOff, lastTickAt: NOW - 16 * 60_000, lastError: { at: NOW - 16 * 60_000 } };
+    expect(stillStale([long], NOW)).toEqual([long]);
   });
 });
 
