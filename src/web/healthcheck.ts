@@ -7,7 +7,24 @@
  * Standalone and light: no CLI, no database, only the config for STATUS_HOST/STATUS_PORT, or the URL
  * as the one argument (the image passes http://127.0.0.1:8080/readyz: the port it fixes).
  */
+import { readFileSync } from "node:fs";
 import { loadConfig } from "../config.js";
+
+/**
+ * Written by the image's entrypoint while it holds the daemon back for a set-up problem the operator
+ * must fix on the host (a wallet it cannot read); removed once the problem is gone.
+ */
+export const SETUP_ERROR_FILE = "/run/trajrl/setup-error";
+
+/** The entrypoint's reason for holding the daemon back, if any (first line). */
+export function setupError(file = SETUP_ERROR_FILE): string | undefined {
+  try {
+    const text = readFileSync(file, "utf8").trim();
+    return text ? text.split("\n")[0] : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** Where the daemon's status server answers from inside its own network namespace. */
 export function healthzUrl(host: string, port: number, path = "/readyz"): string {
@@ -48,7 +65,10 @@ if (invokedDirectly) {
         const config = loadConfig();
         return healthzUrl(config.status.host, config.status.port);
       })();
-    const r = await checkHealth(url);
+    const held = setupError();
+    const r = held
+      ? { ok: false, line: `unhealthy: the validator waits for a set-up fix: ${held}` }
+      : await checkHealth(url);
     process.stdout.write(`${r.line}\n`);
     process.exitCode = r.ok ? 0 : 1;
   } catch (err) {
