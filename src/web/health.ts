@@ -21,6 +21,8 @@ export interface ProbeResult {
   error?: string;
   /** Unix ms of the probe that produced this result (cached results keep their time). */
   checkedAt: number;
+  /** Why nothing was probed (ok without asking), e.g. Docker in weight-only mode. */
+  skipped?: string;
 }
 
 export interface StaleLoop {
@@ -199,6 +201,15 @@ export function databaseProbe(db: Db, now: () => number = Date.now): () => Promi
       return { ok: false, code: "db_not_writable", error: (err as Error).message, checkedAt };
     }
   };
+}
+
+/** Weight-only mode (EVAL_ENABLED off) runs no episodes: Docker is not part of its health. */
+export function dockerNotUsed(now: () => number = Date.now): () => Promise<ProbeResult> {
+  return async () => ({
+    ok: true,
+    checkedAt: now(),
+    skipped: "weight-only mode (EVAL_ENABLED off): Docker is not used",
+  });
 }
 
 /** The engine's /_ping with a deadline (a hung socket must not hang /healthz). */

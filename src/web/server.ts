@@ -16,6 +16,7 @@ import {
   CachedProbe,
   databaseProbe,
   decideHealth,
+  dockerNotUsed,
   dockerProbe,
   type HealthReport,
   type ProbeResult,
@@ -32,7 +33,10 @@ export interface StatusServerOptions {
   db: Db;
   config: Config;
   log: Logger;
-  /** Test seam: replaces the Docker engine ping (production pings config.evaluation.dockerSocket). */
+  /**
+   * Test seam: replaces the Docker engine ping (production pings config.evaluation.dockerSocket when
+   * EVAL_ENABLED is on; weight-only mode uses no Docker).
+   */
   dockerPing?: () => Promise<ProbeResult>;
   /** Test seam: SSE heartbeat interval. */
   heartbeatMs?: number;
@@ -108,7 +112,8 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
   const hub = new EventHub(live, { log, ...(opts.heartbeatMs ? { heartbeatMs: opts.heartbeatMs } : {}) });
   const dbProbe = new CachedProbe(databaseProbe(db), DB_PROBE_TTL_MS);
   const docker = new CachedProbe(
-    opts.dockerPing ?? dockerProbe(config.evaluation.dockerSocket),
+    opts.dockerPing ??
+      (config.evaluation.enabled ? dockerProbe(config.evaluation.dockerSocket) : dockerNotUsed()),
     DOCKER_PROBE_TTL_MS,
   );
   const statics = await loadStatic(log);

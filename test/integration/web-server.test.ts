@@ -422,6 +422,32 @@ describe("/healthz decisions on a live server", () => {
     expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
   });
 
+  it("asks Docker only when evaluating: weight-only mode (the default) is healthy without an engine", async () => {
+    const noEngine = {
+      STATUS_PORT: "0",
+      STATUS_HOST: "127.0.0.1",
+      DOCKER_SOCKET: "/nonexistent/docker.sock",
+    };
+    for (const [evalEnabled, want] of [
+      ["", 200],
+      ["1", 503],
+    ] as const) {
+      const db = openDb(":memory:");
+      const server = await startStatusServer({
+        live: new LiveStatus(),
+        db,
+        config: loadConfig({ ...noEngine, EVAL_ENABLED: evalEnabled }),
+        log: silentLogger,
+      });
+      opened.push({ server, db });
+      const r = await fetch(`${server.url}/healthz`);
+      expect([evalEnabled, r.status]).toEqual([evalEnabled, want]);
+      const body = (await r.json()) as { checks: { docker: { ok: boolean; skipped?: string } } };
+      if (want === 200) expect(body.checks.docker.skipped).toContain("weight-only");
+      else expect(body.checks.docker).toMatchObject({ ok: false, code: "docker_unreachable" });
+    }
+  });
+
   it("turns 503 when Docker does not answer", async () => {
     const server = await start(new LiveStatus(), false);
     const r = await fetch(`${server.url}/healthz`);
