@@ -376,13 +376,21 @@ async function checkDisk(ctx: Ctx): Promise<CheckResult> {
   }
 }
 
+/** Weight-only mode (EVAL_ENABLED off, upstream's default) runs no episodes: no key, Docker or firewall. */
+const evaluatingOnly =
+  (name: CheckName, run: (ctx: Ctx) => Promise<CheckResult>) =>
+  (ctx: Ctx): Promise<CheckResult> =>
+    ctx.config.evaluation.enabled
+      ? run(ctx)
+      : Promise.resolve({ name, level: "ok", detail: "not used: weight-only mode (EVAL_ENABLED off)" });
+
 const RUNNERS: Record<CheckName, (ctx: Ctx) => Promise<CheckResult>> = {
   wallet: checkWallet,
   chain: checkChain,
   platform: checkPlatform,
-  llm: checkLlm,
-  docker: checkDocker,
-  firewall: checkFirewall,
+  llm: evaluatingOnly("llm", checkLlm),
+  docker: evaluatingOnly("docker", checkDocker),
+  firewall: evaluatingOnly("firewall", checkFirewall),
   disk: checkDisk,
 };
 

@@ -56,6 +56,7 @@ beforeAll(async () => {
     ...testEnv({ dataDir: join(dir, "data"), wallet, platformUrl: fake.url, chainUrl: subnet.node.url }),
     LLM_BASE_URL: llmUrl,
     LLM_API_KEY: "good-key",
+    EVAL_ENABLED: "1",
   };
 }, 60_000);
 
@@ -83,6 +84,17 @@ describe("trajrl-validator check", () => {
     expect(line(r.stdout, "disk")).toMatch(/^(ok|warn) +disk +\d+\.\d GiB free under /);
     expect(r.stdout.trim().split("\n").at(-1)).toMatch(/^all checks passed/);
   }, 120_000);
+
+  it("in weight-only mode (EVAL_ENABLED off) the model key, Docker and the firewall are not needed", async () => {
+    const r = await check(
+      { ...env, EVAL_ENABLED: "", LLM_API_KEY: "wrong" },
+      "--only",
+      "llm,docker,firewall",
+    );
+    expect(r.code, r.stdout).toBe(0);
+    for (const name of ["llm", "docker", "firewall"])
+      expect(line(r.stdout, name)).toMatch(/^ok +\S+ +not used: weight-only mode \(EVAL_ENABLED off\)$/);
+  }, 60_000);
 
   it("fails, naming what to change: a refused key, an unregistered hotkey, an unreachable platform", async () => {
     const other = await writeWallet(join(dir, "other"));
