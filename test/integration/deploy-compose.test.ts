@@ -127,6 +127,7 @@ const OFFLINE_ENV = {
   WEIGHTS_INTERVAL_S: "1",
   DEGRADED_AFTER_S: "5",
   ENGY_SIM_LATENCY_SCALE: "0.3",
+  EVAL_ENABLED: "1",
 };
 
 let docker: Docker;

@@ -111,7 +111,7 @@ describe("the validator image", () => {
     expect(r.out.trim()).toBe(version);
   });
 
-  it("HEALTHCHECK: unhealthy without Docker, healthy with the socket, as Docker itself sees it", async () => {
+  it("HEALTHCHECK: an evaluating validator is unhealthy without Docker and healthy with it; weight-only needs none", async () => {
     // A real status server inside the image (the daemon's web part), with an in-memory store.
     const serve = `import("/app/dist/web/index.js").then(async (w) => {
       const { LiveStatus } = await import("/app/dist/status/index.js");
@@ -166,16 +166,27 @@ describe("the validator image", () => {
       );
     };
 
-    const without = await start(["-e", "DOCKER_SOCKET=/var/run/docker.sock"]);
+    // An evaluating validator (EVAL_ENABLED=1) needs the engine; weight-only mode uses none.
+    const without = await start(["-e", "EVAL_ENABLED=1"]);
     const h1 = await health(without, "unhealthy", "unhealthy (503)");
     expect(h1.Log.at(-1)?.ExitCode).toBe(1);
     expect(h1.Log.at(-1)?.Output).toContain("unhealthy (503): Docker at /var/run/docker.sock");
     const exec1 = await sh("docker", ["exec", without, "node", "/app/dist/web/healthcheck.js"]);
     expect(exec1.code).toBe(1);
 
-    const withSocket = await start(["-v", "/var/run/docker.sock:/var/run/docker.sock"]);
+    const withSocket = await start([
+      "-e",
+      "EVAL_ENABLED=1",
+      "-v",
+      "/var/run/docker.sock:/var/run/docker.sock",
+    ]);
     const h2 = await health(withSocket, "healthy", "healthy");
     expect(h2.Log.at(-1)).toMatchObject({ ExitCode: 0, Output: "healthy\n" });
+
+    // Weight-only mode (the default): no Docker socket, and healthy all the same.
+    const weightOnly = await start([]);
+    const h3 = await health(weightOnly, "healthy", "healthy");
+    expect(h3.Log.at(-1)).toMatchObject({ ExitCode: 0, Output: "healthy\n" });
   });
 
   it("entrypoint: runs as the wallets' owner with the socket's group, never as root, and owns /data", async () => {
