@@ -9,6 +9,7 @@ import { registerCheck } from "./cli/check.js";
 import { registerEngySim } from "./cli/engy-sim.js";
 import { registerEval } from "./cli/eval.js";
 import { registerImages } from "./cli/images.js";
+import { registerLocalnet } from "./cli/localnet.js";
 import { registerMeter } from "./cli/meter.js";
 import { registerPack } from "./cli/pack.js";
 import { registerPolicy } from "./cli/policy.js";
@@ -37,6 +38,7 @@ export function buildProgram(): Command {
   registerImages(program);
   registerBench(program);
   registerCheck(program);
+  registerLocalnet(program);
   return program;
 }
 
