@@ -7,11 +7,14 @@
  * - a wallet without the hotkey holds the daemon back (no restart loop) with the host-side fix named,
  *   in the logs, in `check` and in the container's health, and the daemon starts once it is fixed;
  * - settings of .env.validator the container fixes are named at start with their docker/.env place;
+ * - with the local network's override (docker-compose.localnet.yml) `up` evaluates the epoch, posts the
+ *   verdict and sets weights, as the status page shows; while the daemon's evaluation runs, nothing
+ *   of its container answers on an episode's meter network but the meter port (the status page
+ *   answers on the host's loopback); killed and started again mid-evaluation, the daemon reaps the
+ *   old process's leftovers at once (same hostname, same pid: the boot label tells them apart);
  * - the documented exec commands work (status, check, images prune --dry-run, eval), as the daemon's
  *   identity (nothing in /data is left root's);
- * - the status page answers on the host's loopback, and from an episode's meter network nothing of
- *   the daemon's container answers but the meter port, scanned while an evaluation runs;
- * - health degrades (readiness, container health, `status`) with the chain and platform unreachable;
+ * - health degrades (readiness, container health, `status`) when the chain goes away;
  * - a plain `up -d` pulls nothing, makes no anonymous volume, and names everything by the project.
  *
  * Everything made here is labelled trajrl.test=deploy-compose or belongs to the scratch compose
@@ -25,6 +28,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { StatusSnapshot } from "../../src/web/index.js";
 import { type TestWallet, writeWallet } from "../helpers/daemon.js";
 import { requireDocker } from "../helpers/docker.js";
 
@@ -117,7 +121,7 @@ class Project {
   }
 }
 
-/** The validator's settings for a daemon whose chain and platform never answer (nothing listens there). */
+/** The validator's settings; the chain and the platform answer nowhere until the local network's override points them at it. */
 const OFFLINE_ENV = {
   LLM_API_KEY: "",
   NETWORK: "finney",
@@ -248,78 +252,37 @@ describe("compose deployment: wallets", () => {
   }, 420_000);
 });
 
-describe("compose deployment: running", () => {
-  it("the documented exec commands work, as the daemon's identity", async () => {
-    await until(
-      "the status page",
-      async () => {
-        const r = await fetch(`http://127.0.0.1:${p.statusPort}/healthz`).catch(() => undefined);
-        return r?.status === 200 ? true : undefined;
-      },
-      300_000,
-      1000,
-    );
-    const version = await p.compose(["exec", "-T", "validator", "trajrl-validator", "--version"]);
-    expect(version.code, version.err).toBe(0);
-    expect(version.out.trim()).toMatch(/^\d+\.\d+\.\d+/);
-    const status = await p.compose(["exec", "-T", "validator", "trajrl-validator", "status"]);
-    expect(status.out).toContain("(live, from the daemon at http://127.0.0.1:8080)");
-    const prune = await p.compose([
+describe("compose deployment on the local network (docker-compose.localnet.yml)", () => {
+  const LOCALNET = ["docker/docker-compose.localnet.yml", "docker/test-health.yml"];
+  let self = "";
+
+  /** /proc/<pid> of the daemon's `run` process inside the validator container, with its owner. */
+  async function daemonProcess(): Promise<{ uid: number; pid: number } | undefined> {
+    const r = await sh("docker", [
       "exec",
-      "-T",
-      "validator",
-      "trajrl-validator",
-      "images",
-      "prune",
-      "--dry-run",
-    ]);
-    expect(prune.code, prune.err + prune.out).toBe(0);
-    const check = await p.compose([
-      "exec",
-      "-T",
-      "validator",
-      "trajrl-validator",
-      "check",
-      "--only",
-      "wallet,docker,firewall,disk",
-    ]);
-    expect(check.code, check.out + check.err).toBe(0);
-    expect(check.out).toContain(`ok    wallet    validator/default: ${wallet.ss58}`);
-    expect(check.out).toMatch(
-      /ok {4}firewall {2}host chain kept by \S+_firewall \(healthy\); own chain for 10\.213\.0\.0\/16 installed/,
-    );
-    // The exec ran as the wallets' owner with the socket's group, like the daemon.
-    const id = await p.compose([
-      "exec",
-      "-T",
-      "validator",
+      validatorName(),
       "sh",
       "-c",
       `for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); case "$c" in "node /app/bin/trajrl-validator.js run"*) stat -c '%u %n' $p ;; esac; done`,
     ]);
-    expect(id.out).toMatch(/^4242 \/proc\/\d+$/m);
-  }, 420_000);
+    const m = /^(\d+) \/proc\/(\d+)$/m.exec(r.out);
+    return m ? { uid: Number(m[1]), pid: Number(m[2]) } : undefined;
+  }
+
+  async function statusDoc(): Promise<StatusSnapshot | undefined> {
+    const r = await fetch(`http://127.0.0.1:${p.statusPort}/api/status`).catch(() => undefined);
+    return r?.status === 200 ? ((await r.json()) as StatusSnapshot) : undefined;
+  }
 
   it(
-    "from an episode's meter network only the meter port of the daemon's container answers, while an evaluation runs",
+    "`up` evaluates the epoch, and while it runs only the meter port of the daemon's container answers on an episode's network; a restarted daemon reaps the old one's leftovers at once; the verdict is posted and weights set",
     async () => {
-      const self = (await docker.getContainer(validatorName()).inspect()).Id;
-      await sh("docker", ["cp", join(root, "examples/packs/pin.json"), `${validatorName()}:/tmp/pin.json`]);
-      const evaluation = p.compose(
-        [
-          "exec",
-          "-T",
-          "validator",
-          "trajrl-validator",
-          "eval",
-          "/tmp/pin.json",
-          "--scenarios",
-          "binary-flag-hunt",
-          "--json",
-        ],
-        15 * 60_000,
-      );
-      // The episode's meter network, made by the process in the daemon's container.
+      p.writeEnv({}, { ...OFFLINE_ENV, EVAL_POLL_INTERVAL_S: "2" });
+      const up = await p.compose(["up", "-d"], 300_000, LOCALNET);
+      expect(up.code, up.err).toBe(0);
+      self = (await docker.getContainer(validatorName()).inspect()).Id;
+
+      // 1. An episode's meter network of the daemon's own evaluation, and a probe on it.
       const net = await until(
         "an episode meter network of the daemon's container",
         async () => {
@@ -331,6 +294,8 @@ describe("compose deployment: running", () => {
         10 * 60_000,
         250,
       );
+      const oldSession = net.Labels!["trajrl.session"]!;
+      const oldPid = Number(net.Labels!["trajrl.pid"]);
       const subnet = net.IPAM?.Config?.[0]?.Subnet as string;
       const base = subnet.split("/")[0]!.split(".").map(Number);
       const probeIp = [...base.slice(0, 3), base[3]! + 12].join(".");
@@ -362,7 +327,7 @@ describe("compose deployment: running", () => {
         },
         30_000,
       );
-      // Every port anything listens on in the daemon's container (its network namespace).
+      // Every port anything listens on in the daemon's network namespace, tried from the probe.
       const scan = async () => {
         const tcp = await sh("docker", ["exec", validatorName(), "cat", "/proc/net/tcp", "/proc/net/tcp6"]);
         const ports = new Set<number>();
@@ -376,7 +341,7 @@ describe("compose deployment: running", () => {
               `(timeout 3 bash -c 'exec 3<>/dev/tcp/${daemonIp}/${port}' 2>/dev/null && echo "${port}=open" || echo "${port}=closed") &`,
           )
           .join("\n");
-        const r = await sh("docker", ["exec", probes[0]!, "bash", "-c", `${script}\nwait`]);
+        const r = await sh("docker", ["exec", probe.out.trim(), "bash", "-c", `${script}\nwait`]);
         const res: Record<number, string> = {};
         for (const m of r.out.matchAll(/^(\d+)=(open|closed)$/gm)) res[Number(m[1])] = m[2]!;
         return { ports: [...ports].sort((a, b) => a - b), res };
@@ -384,13 +349,13 @@ describe("compose deployment: running", () => {
       const seen = await until(
         "a scan while the meter listens",
         async () => {
-          const s = await scan();
-          return s.res[8790] === "open" ? s : undefined;
+          const sc = await scan();
+          return sc.res[8790] === "open" ? sc : undefined;
         },
         120_000,
         250,
       );
-      // The status page listens in there (0.0.0.0:8080) and is reachable from the host …
+      // The status page listens in there (0.0.0.0:8080) and answers on the host's loopback …
       expect(seen.ports).toContain(8080);
       expect((await fetch(`http://127.0.0.1:${p.statusPort}/api/status`)).status).toBe(200);
       // … but from the episode's network only the meter answers.
@@ -400,25 +365,102 @@ describe("compose deployment: running", () => {
       expect(open).toEqual([8790]);
       expect(Object.keys(seen.res)).toHaveLength(seen.ports.length);
 
-      const r = await evaluation;
-      expect(r.code, `${r.err.slice(-3000)}\n${r.out.slice(-2000)}`).toBe(0);
-      const verdicts = JSON.parse(r.out.slice(r.out.indexOf("[\n"))) as Array<{
-        verdict: { costUsd: number };
-      }>;
-      expect(verdicts[0]!.verdict.costUsd).toBeGreaterThan(0);
-      // What the exec wrote in /data belongs to the daemon's identity, not root.
-      const rootOwned = await sh("docker", ["exec", validatorName(), "find", "/data", "-user", "0"]);
-      expect(rootOwned.out.trim()).toBe("");
+      // 2. The daemon's container killed mid-evaluation and started again: same hostname, and the new
+      // daemon gets the old one's pid; the old process's leftovers go at its start-up sweep.
+      const left = async () => {
+        const filters = { label: [`trajrl.session=${oldSession}`] };
+        const [cs, ns] = await Promise.all([
+          docker.listContainers({ all: true, filters }),
+          docker.listNetworks({ filters }),
+        ]);
+        return cs.length + ns.length;
+      };
+      expect(await left()).toBeGreaterThan(0);
+      expect((await sh("docker", ["kill", validatorName()])).code).toBe(0);
+      expect(await left()).toBeGreaterThan(0);
+      expect((await sh("docker", ["start", validatorName()])).code).toBe(0);
+      const restarted = await until("the restarted daemon", daemonProcess, 60_000);
+      expect(restarted.pid).toBe(oldPid);
+      await until(
+        "the old process's leftovers reaped",
+        async () => ((await left()) === 0 ? true : undefined),
+        120_000,
+        1000,
+      );
+
+      // 3. The resumed evaluation ends in a verdict the platform accepts, and weights on the chain,
+      // both on the status page.
+      const done = await until(
+        "a delivered verdict and included weights on the status page",
+        async () => {
+          const st = await statusDoc();
+          return st && (st.outbox.counts.delivered ?? 0) >= 1 && st.weights.last?.outcome === "included"
+            ? st
+            : undefined;
+        },
+        12 * 60_000,
+        2000,
+      );
+      expect(done.node.network).toBe("local");
+      expect(done.verdicts[0]).toMatchObject({ status: "scored", epochId: 1000 });
+      const localnetLog = await logsOf(`${PROJECT}_localnet`);
+      expect(localnetLog).toContain('"msg":"localnet.verdict_posted"');
+      expect(localnetLog).toContain('"msg":"localnet.weights_set"');
+      // Healthy while the chain and the platform answer.
+      expect((await fetch(`http://127.0.0.1:${p.statusPort}/readyz`)).status).toBe(200);
     },
-    16 * 60_000,
+    30 * 60_000,
   );
 
-  it("health degrades with the chain and the platform unreachable: readiness, Docker's health, status", async () => {
-    const ready = await fetch(`http://127.0.0.1:${p.statusPort}/readyz`);
-    expect(ready.status).toBe(503);
-    const body = (await ready.json()) as { state: string; checks: { upstreams: { unreachable: string[] } } };
+  it(
+    "the documented exec commands work, as the daemon's identity",
+    async () => {
+      const run = (...args: string[]) =>
+        p.compose(["exec", "-T", "validator", "trajrl-validator", ...args], 600_000, LOCALNET);
+      const version = await run("--version");
+      expect(version.code, version.err).toBe(0);
+      expect(version.out.trim()).toMatch(/^\d+\.\d+\.\d+/);
+      const status = await run("status");
+      expect(status.code, status.out).toBe(0);
+      expect(status.out).toContain("(live, from the daemon at http://127.0.0.1:8080)");
+      expect(status.out).toMatch(/WEIGHTS\s+included/);
+      const prune = await run("images", "prune", "--dry-run");
+      expect(prune.code, prune.err + prune.out).toBe(0);
+      const check = await run("check");
+      expect(check.code, check.out + check.err).toBe(0);
+      expect(check.out).toContain(`ok    wallet    validator/default: ${wallet.ss58}`);
+      expect(check.out).toMatch(
+        /^ok {4}chain {5}.*\(local\) at block \d+, netuid 11: uid 3, validator permit$/m,
+      );
+      expect(check.out).toMatch(/^ok {4}platform {2}http:\/\/localnet:8088: .*\(signed request accepted\)$/m);
+      expect(check.out).toMatch(
+        /^ok {4}firewall {2}host chain kept by \S+_firewall \(healthy\); own chain for 10\.213\.0\.0\/16 installed$/m,
+      );
+      // An evaluation by hand, as the daemon's identity: nothing in /data is left root's.
+      await sh("docker", ["cp", join(root, "examples/packs/pin.json"), `${validatorName()}:/tmp/pin.json`]);
+      const ev = await run("eval", "/tmp/pin.json", "--scenarios", "binary-flag-hunt", "--json");
+      expect(ev.code, `${ev.err.slice(-3000)}\n${ev.out.slice(-2000)}`).toBe(0);
+      const rootOwned = await sh("docker", ["exec", validatorName(), "find", "/data", "-user", "0"]);
+      expect(rootOwned.out.trim()).toBe("");
+      expect((await daemonProcess())?.uid).toBe(4242);
+    },
+    12 * 60_000,
+  );
+
+  it("health degrades when the chain (and the platform) go away: readiness, Docker's health, status", async () => {
+    const stop = await p.compose(["stop", "localnet"], 120_000, LOCALNET);
+    expect(stop.code, stop.err).toBe(0);
+    const body = await until(
+      "/readyz degraded by the chain",
+      async () => {
+        const r = await fetch(`http://127.0.0.1:${p.statusPort}/readyz`);
+        const b = (await r.json()) as { state: string; checks: { upstreams: { unreachable: string[] } } };
+        return r.status === 503 && b.checks.upstreams.unreachable.includes("chain") ? b : undefined;
+      },
+      240_000,
+      1000,
+    );
     expect(body.state).toBe("degraded");
-    expect(body.checks.upstreams.unreachable.sort()).toEqual(["chain", "platform"]);
     expect((await fetch(`http://127.0.0.1:${p.statusPort}/healthz`)).status).toBe(200);
     const health = await until(
       "Docker's health verdict",
@@ -428,27 +470,34 @@ describe("compose deployment: running", () => {
       },
       60_000,
     );
-    expect(health.Log.at(-1)?.Output).toMatch(/^degraded \(503\): (chain|platform) unreachable for/);
-    const status = await p.compose(["exec", "-T", "validator", "trajrl-validator", "status"]);
+    expect(health.Log.at(-1)?.Output).toMatch(/^degraded \(503\): .*chain unreachable for/);
+    const status = await p.compose(
+      ["exec", "-T", "validator", "trajrl-validator", "status"],
+      120_000,
+      LOCALNET,
+    );
     expect(status.code).toBe(1);
-    expect(status.out.split("\n")[0]).toMatch(/ · DEGRADED \((chain, platform|platform, chain)\) · ALARM /);
-  }, 120_000);
+    expect(status.out.split("\n")[0]).toMatch(/ · DEGRADED \([a-z, ]*chain[a-z, ]*\) · ALARM /);
+  }, 360_000);
 
   it("a plain `up -d` pulled nothing, made no anonymous volume, and named everything by the project", async () => {
     const all = await docker.listContainers({
       all: true,
       filters: { label: [`com.docker.compose.project=${PROJECT}`] },
     });
-    expect(all.map((c) => c.Names[0]).sort()).toEqual([`/${PROJECT}_firewall`, `/${PROJECT}_validator`]);
+    expect(all.map((c) => c.Names[0]).sort()).toEqual([
+      `/${PROJECT}_firewall`,
+      `/${PROJECT}_localnet`,
+      `/${PROJECT}_validator`,
+    ]);
     for (const c of all) {
       expect(c.Image).toBe(TAG);
-      // Only the mounts the compose file names: no anonymous /data volume behind the firewall keeper.
+      // Only the mounts the compose files name: no anonymous /data volume behind the other containers.
       const info = await docker.getContainer(c.Id).inspect();
       for (const m of info.Mounts)
         expect(m.Type === "volume" ? m.Name : m.Source).not.toMatch(/^[0-9a-f]{64}$/);
     }
-    const fw = await docker.getContainer(`${PROJECT}_firewall`).inspect();
-    expect(fw.Mounts).toEqual([]);
+    expect((await docker.getContainer(`${PROJECT}_firewall`).inspect()).Mounts).toEqual([]);
     expect(
       (await docker.getContainer(validatorName()).inspect()).Config.Labels?.[
         "com.centurylinklabs.watchtower.enable"
@@ -457,7 +506,8 @@ describe("compose deployment: running", () => {
     const nets = await docker.listNetworks({ filters: { label: [`com.docker.compose.project=${PROJECT}`] } });
     expect(nets.map((n) => n.Name)).toEqual([`${PROJECT}_default`]);
     // Watchtower is only in the autoupdate profile.
-    const wt = await docker.listContainers({ all: true, filters: { name: [`${PROJECT}_watchtower`] } });
-    expect(wt).toEqual([]);
+    expect(await docker.listContainers({ all: true, filters: { name: [`${PROJECT}_watchtower`] } })).toEqual(
+      [],
+    );
   }, 60_000);
 });
