@@ -85,10 +85,8 @@ class Project {
 
   constructor() {
     mkdirSync(join(this.dir, "docker"));
-    copyFileSync(
-      join(root, "docker/docker-compose.validator.yml"),
-      join(this.dir, "docker/docker-compose.validator.yml"),
-    );
+    for (const f of ["docker-compose.validator.yml", "docker-compose.localnet.yml"])
+      copyFileSync(join(root, "docker", f), join(this.dir, "docker", f));
     // Only what the test needs: the healthcheck's timing (the image's 300 s start period would make
     // Docker's own verdict wait five minutes).
     writeFileSync(
@@ -402,7 +400,8 @@ describe("compose deployment on the local network (docker-compose.localnet.yml)"
         2000,
       );
       expect(done.node.network).toBe("local");
-      expect(done.verdicts[0]).toMatchObject({ status: "scored", epochId: 1000 });
+      expect(done.verdicts[0]?.status).toBe("scored");
+      expect(String(done.verdicts[0]?.epochId)).toBe("1000");
       const localnetLog = await logsOf(`${PROJECT}_localnet`);
       expect(localnetLog).toContain('"msg":"localnet.verdict_posted"');
       expect(localnetLog).toContain('"msg":"localnet.weights_set"');
