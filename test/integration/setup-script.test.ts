@@ -28,7 +28,8 @@ describe("scripts/setup.sh", () => {
   it("prints only its own step lines (nothing when everything is in place)", async () => {
     const r = await sh("bash", ["scripts/setup.sh"]);
     expect(r.code, r.err).toBe(0);
-    for (const l of lines(r.out + r.err)) expect(l).toMatch(/^\[(docker-up|python-deps|web-deps)\] /);
+    for (const l of lines(r.out + r.err))
+      expect(l).toMatch(/^\[(docker-up|python-deps|web-deps|registry-up)\] /);
     expect(r.err).not.toContain("unexpected operator");
   }, 620_000);
 
