@@ -6,17 +6,23 @@
  * stages, into docker/.toolchain/ (gitignored, part of the build context):
  *   node/bin/node, node/include/node/, node/lib/node_modules/npm/   this host's Node (process.execPath,
  *       a glibc build that runs on Debian bookworm), its headers (better-sqlite3 compiles against them:
- *       no header download) and its npm
- *   package-lock.json   the project's lockfile with each package's registry tarball URL filled in
- *       (the lockfile omits them), so `npm ci --offline` can take every tarball from the cache by
- *       integrity without asking the registry for metadata
+ *       no header download; OpenSSL's 50 MB of headers are left out, nothing we compile uses them)
+ *       and its npm
+ *   package.json, package-lock.json   the project's, reduced to what the image builds with: the
+ *       production dependencies and the build tools (BUILD_TOOLS; test and lint tools stay out), each
+ *       package's registry tarball URL filled in (the lockfile omits them), so `npm ci --offline` can
+ *       take every tarball from the cache by integrity without asking the registry for metadata
  *   npm-cache/_cacache  only the tarballs that lockfile names, copied from this host's npm cache
  *       (filled by the host's own `npm ci`)
  * and then runs `docker build` FROM the locally imported debian:bookworm-slim, never pulling.
  *
  *   node scripts/validator-image.mjs stage              stage only (then `docker compose build` works)
- *   node scripts/validator-image.mjs build [--tag T] [--label k=v]…   stage + docker build (default tag
- *                                                         trajrl/validator:<version>, also :latest)
+ *   node scripts/validator-image.mjs build [--tag T] [--label k=v]…   stage + docker build (default tags
+ *                                                         trajrl.invalid/validator:<version> and :latest)
+ *
+ * The default name is the compose file's: `.invalid` is a reserved top-level domain (RFC 2606) that
+ * never resolves, so no registry — Docker Hub included — can serve an image under it, and nothing
+ * (Watchtower, a `docker pull`) can swap someone else's image in under the local build's name.
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import {
@@ -35,6 +41,8 @@ import { fileURLToPath } from "node:url";
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const OUT = join(ROOT, "docker/.toolchain");
 const REGISTRY = "https://registry.npmjs.org";
+/** The local build's name (docker/docker-compose.validator.yml runs it). */
+const LOCAL_IMAGE = "trajrl.invalid/validator";
 
 const say = (m) => process.stderr.write(`[validator-image] ${m}\n`);
 function die(m) {
@@ -42,12 +50,17 @@ function die(m) {
   process.exit(1);
 }
 
-/** cp -r that skips files already staged with the same size and mtime (re-staging is cheap). */
-function copyTree(src, dst) {
+/**
+ * cp -r that skips files already staged with the same size and mtime (re-staging is cheap), and
+ * paths (relative to the top) that `skip` names.
+ */
+function copyTree(src, dst, skip = () => false, rel = "") {
+  if (rel && skip(rel)) return;
   const st = statSync(src);
   if (st.isDirectory()) {
     mkdirSync(dst, { recursive: true });
-    for (const name of readdirSync(src)) copyTree(join(src, name), join(dst, name));
+    for (const name of readdirSync(src))
+      copyTree(join(src, name), join(dst, name), skip, rel ? `${rel}/${name}` : name);
     return;
   }
   if (existsSync(dst)) {
@@ -72,7 +85,8 @@ function stageNode() {
     die(`Node ${process.version} is too old: the validator needs >= 20.18`);
   say(`node ${process.version} from ${node}, npm from ${npm}`);
   copyTree(node, join(OUT, "node/bin/node"));
-  copyTree(headers, join(OUT, "node/include/node"));
+  rmSync(join(OUT, "node/include/node/openssl"), { recursive: true, force: true });
+  copyTree(headers, join(OUT, "node/include/node"), (rel) => rel === "openssl" || rel.startsWith("openssl/"));
   copyTree(npm, join(OUT, "node/lib/node_modules/npm"));
   writeFileSync(join(OUT, "node/VERSION"), `${process.version}\n`);
 }
@@ -83,8 +97,56 @@ function tarballUrl(name, version) {
   return `${REGISTRY}/${name}/-/${base}-${version}.tgz`;
 }
 
+/** Development dependencies the image's build runs (npm run build: tsc, the agent bundle's esbuild). */
+const BUILD_TOOLS = (name) => name === "typescript" || name === "esbuild" || name.startsWith("@types/");
+
+/**
+ * The lockfile's packages reachable from the production dependencies and the build tools (npm's
+ * resolution: a dependency is found in the nearest node_modules up the tree). The rest — test
+ * runners, linters, browsers' drivers — would only make the build context larger.
+ */
+function pruneLock(lock, pkg) {
+  const packages = lock.packages;
+  const resolve = (from, name) => {
+    let base = from;
+    for (;;) {
+      const cand = base ? `${base}/node_modules/${name}` : `node_modules/${name}`;
+      if (packages[cand]) return cand;
+      if (!base) return undefined;
+      const i = base.lastIndexOf("/node_modules/");
+      base = i < 0 ? "" : base.slice(0, i);
+    }
+  };
+  const devKept = Object.fromEntries(
+    Object.entries(pkg.devDependencies ?? {}).filter(([n]) => BUILD_TOOLS(n)),
+  );
+  const roots = { ...pkg.dependencies, ...pkg.optionalDependencies, ...devKept };
+  const keep = new Set([""]);
+  const queue = Object.keys(roots)
+    .map((n) => resolve("", n))
+    .filter(Boolean);
+  while (queue.length) {
+    const p = queue.pop();
+    if (keep.has(p)) continue;
+    keep.add(p);
+    const e = packages[p];
+    const deps = { ...e.dependencies, ...e.optionalDependencies, ...e.peerDependencies };
+    for (const n of Object.keys(deps)) {
+      const r = resolve(p, n);
+      if (r && !keep.has(r)) queue.push(r);
+    }
+  }
+  const outPkg = { ...pkg, devDependencies: devKept };
+  const outLock = { ...lock, packages: {} };
+  for (const [p, e] of Object.entries(packages)) if (keep.has(p)) outLock.packages[p] = e;
+  outLock.packages[""] = { ...packages[""], devDependencies: devKept };
+  return { pkg: outPkg, lock: outLock, dropped: Object.keys(packages).length - keep.size };
+}
+
 function stagePackages() {
-  const lock = JSON.parse(readFileSync(join(ROOT, "package-lock.json"), "utf8"));
+  const full = JSON.parse(readFileSync(join(ROOT, "package-lock.json"), "utf8"));
+  const pruned = pruneLock(full, JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")));
+  const lock = pruned.lock;
   const cache = join(
     execFileSync("npm", ["config", "get", "cache"], { encoding: "utf8" }).trim(),
     "_cacache",
@@ -124,11 +186,16 @@ function stagePackages() {
       `not in the host's npm cache: ${needed.map((m) => `${m.name}@${m.version}`).join(", ")} — run \`npm ci\` on this host first`,
     );
   writeFileSync(join(OUT, "package-lock.json"), `${JSON.stringify(lock, null, 2)}\n`);
-  say(`${staged} package tarballs staged (${missing.length} optional ones for other platforms skipped)`);
+  writeFileSync(join(OUT, "package.json"), `${JSON.stringify(pruned.pkg, null, 2)}\n`);
+  say(
+    `${staged} package tarballs staged (${missing.length} optional ones for other platforms skipped; ${pruned.dropped} test and lint packages left out)`,
+  );
 }
 
 function stage() {
   mkdirSync(OUT, { recursive: true });
+  // Re-staged from scratch each time: a tarball the lockfile no longer names must not linger.
+  rmSync(join(OUT, "npm-cache"), { recursive: true, force: true });
   stageNode();
   stagePackages();
 }
@@ -142,7 +209,7 @@ function build(args) {
     else if (args[k] === "--label") labels.push(args[++k]);
     else die(`unknown argument ${args[k]}`);
   }
-  if (tags.length === 0) tags.push(`trajrl/validator:${version}`, "trajrl/validator:latest");
+  if (tags.length === 0) tags.push(`${LOCAL_IMAGE}:${version}`, `${LOCAL_IMAGE}:latest`);
   const base = process.env.BASE_IMAGE ?? "debian:bookworm-slim";
   if (spawnSync("docker", ["image", "inspect", base], { stdio: "ignore" }).status !== 0)
     die(`base image ${base} is missing: run bash scripts/docker-up.sh (it imports it offline)`);

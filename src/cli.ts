@@ -5,9 +5,11 @@
  */
 import { Command, CommanderError } from "commander";
 import { registerBench } from "./cli/bench.js";
+import { registerCheck } from "./cli/check.js";
 import { registerEngySim } from "./cli/engy-sim.js";
 import { registerEval } from "./cli/eval.js";
 import { registerImages } from "./cli/images.js";
+import { registerLocalnet } from "./cli/localnet.js";
 import { registerMeter } from "./cli/meter.js";
 import { registerPack } from "./cli/pack.js";
 import { registerPolicy } from "./cli/policy.js";
@@ -35,6 +37,8 @@ export function buildProgram(): Command {
   registerStatus(program);
   registerImages(program);
   registerBench(program);
+  registerCheck(program);
+  registerLocalnet(program);
   return program;
 }
 

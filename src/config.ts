@@ -90,6 +90,7 @@ export const ENV_SCHEMA = {
   // Status page
   STATUS_HOST: z.string().default("127.0.0.1"),
   STATUS_PORT: int(0, 65535).default(8080),
+  DEGRADED_AFTER_S: int(1, 86_400).default(300),
 } as const;
 
 export type EnvName = keyof typeof ENV_SCHEMA;
@@ -154,7 +155,8 @@ export interface Config {
     dockerSocket: string;
     daemonInContainer: boolean | undefined;
   };
-  status: { host: string; port: number };
+  /** degradedAfterMs: how long the chain or the platform may be unreachable before health says degraded. */
+  status: { host: string; port: number; degradedAfterMs: number };
   /** python3 for running policies on the host; undefined → probe /usr/bin/python3, then python3. */
   policy: { python: string | undefined };
 }
@@ -233,7 +235,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       dockerSocket: e.DOCKER_SOCKET,
       daemonInContainer: e.DAEMON_IN_CONTAINER,
     },
-    status: { host: e.STATUS_HOST, port: e.STATUS_PORT },
+    status: { host: e.STATUS_HOST, port: e.STATUS_PORT, degradedAfterMs: e.DEGRADED_AFTER_S * 1000 },
     policy: { python: e.TRAJRL_PYTHON },
   };
 }

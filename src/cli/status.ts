@@ -1,7 +1,8 @@
 /**
  * `trajrl-validator status`: the status page's summary in the terminal. Asks the running daemon
  * (/api/status); when nothing answers, reads the SQLite file directly (recent verdicts, weights,
- * outbox) and says so. Exit code: 0 daemon healthy, 1 daemon unhealthy, 2 daemon not answering.
+ * outbox) and says so. Exit code: 0 daemon healthy, 1 daemon unhealthy or degraded (chain or platform
+ * unreachable past DEGRADED_AFTER_S), 2 daemon not answering.
  */
 import type { Command } from "commander";
 import { out, warn } from "./io.js";
@@ -12,7 +13,7 @@ export function registerStatus(program: Command): void {
   program
     .command("status")
     .description(
-      "summary of the running validator (daemon's /api/status; falls back to the database). Exit 0 healthy, 1 unhealthy, 2 daemon not answering",
+      "summary of the running validator (daemon's /api/status; falls back to the database). Exit 0 healthy, 1 unhealthy or degraded, 2 daemon not answering",
     )
     .option("--url <url>", "status server of the daemon (default http://STATUS_HOST:STATUS_PORT)")
     .option("--json", "print the status snapshot as JSON (the /api/status document)")
@@ -42,7 +43,9 @@ export function registerStatus(program: Command): void {
         const s = fromDaemon.snapshot;
         if (opts.json) out(JSON.stringify(s, null, 2));
         else process.stdout.write(renderText(s, { note: `(live, from the daemon at ${base})` }));
-        process.exitCode = s.health && !s.health.ok ? STATUS_EXIT.unhealthy : STATUS_EXIT.healthy;
+        // A daemon of an older version reports no state: fall back to its liveness flag.
+        const state = s.health?.state ?? (s.health && !s.health.ok ? "unhealthy" : "healthy");
+        process.exitCode = state === "healthy" ? STATUS_EXIT.healthy : STATUS_EXIT.unhealthy;
         return;
       }
 

@@ -51,6 +51,15 @@ export interface ContainerSpec {
   stdin?: boolean;
 }
 
+/**
+ * The upstream resolver every episode container's embedded DNS forwards outside names to: the
+ * loopback of the container's own namespace, where nothing listens. Names on the episode's
+ * networks (`policy`, `meter`) still resolve; anything else fails inside the container. Setting an
+ * upstream at all is what matters on engines hit by CVE-2024-29018: without one, the embedded
+ * resolver of an internal network forwards through the host's loopback resolver (src/sandbox/dns.ts).
+ */
+export const EPISODE_DNS_UPSTREAM = "127.0.0.1";
+
 export function createOptions(spec: ContainerSpec): Dockerode.ContainerCreateOptions {
   const net = spec.network;
   const hostConfig: Dockerode.HostConfig = {
@@ -62,6 +71,7 @@ export function createOptions(spec: ContainerSpec): Dockerode.ContainerCreateOpt
     ReadonlyRootfs: spec.readOnlyRoot ?? false,
     SecurityOpt: ["no-new-privileges"],
     NetworkMode: net.kind === "none" ? "none" : net.name,
+    Dns: [EPISODE_DNS_UPSTREAM],
     Init: spec.init ?? false,
     LogConfig: {
       Type: "json-file",

@@ -1,15 +1,22 @@
 /**
- * Host firewall for episode bridges. Docker's "internal" networks stop forwarding, but a host
- * service bound on 0.0.0.0 (or on the bridge's gateway IP) is still reachable from any container
- * through the gateway: that traffic goes to the host's INPUT chain, which Docker leaves open.
- * Episode bridges get fixed name prefixes so one small chain closes that hole for all of them:
- * agent bridges reach nothing on the host; meter bridges reach only the meter's port.
+ * Firewall for episode networks. Docker's "internal" networks stop forwarding, but a host service
+ * bound on 0.0.0.0 (or on the bridge's gateway IP) is still reachable from any container through
+ * the gateway: that traffic goes to the INPUT chain, which Docker leaves open. One small chain
+ * closes that hole: agent networks reach nothing; meter networks reach only the meter's port.
+ *
+ * Traffic is sent to the chain by two keys, because the same rules run in two places:
+ * - on the host, episode bridges carry fixed name prefixes (`tja…`, `tjm…`): `-i tja+`, `-i tjm+`;
+ * - inside the daemon's own container (DAEMON_IN_CONTAINER: it joins every meter network), the
+ *   interfaces are `ethN` and no name says which is an episode's, but every episode address comes
+ *   from EPISODE_SUBNET_POOL: `-s <pool>`. Only meter networks are joined there, so the meter port
+ *   is what answers (issue 20 item 2: bridge names alone matched nothing inside the container).
  */
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { InfraError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { silentLogger } from "../log.js";
+import { formatCidr, parseCidr } from "./subnet.js";
 
 const run = promisify(execFile);
 
@@ -21,7 +28,7 @@ export const FIREWALL_CHAIN = "TRAJRL-EPISODE";
 export const METER_EPISODE_PORT = 8790;
 
 export interface FirewallOptions {
-  /** For the log line only: the rules match bridge name prefixes, not addresses. */
+  /** EPISODE_SUBNET_POOL: traffic from it is sent to the chain whatever interface it arrives on. */
   poolCidr?: string;
   meterPort?: number;
   log?: Logger;
@@ -30,21 +37,35 @@ export interface FirewallOptions {
   ip6tables?: string;
 }
 
-/** The rules of our chain, in iptables -S form (pure; compared with what is installed). */
+/**
+ * The rules of our chain, in iptables -S form (pure; compared with what is installed). Only what
+ * the INPUT jumps send here is judged: replies pass, agent bridges get nothing, the meter port is
+ * open to the rest (meter bridges on the host; episode addresses inside the daemon's container).
+ */
 export function chainRules(family: 4 | 6, meterPort: number): string[] {
   const c = FIREWALL_CHAIN;
-  const rules = [`-A ${c} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`];
-  if (family === 4)
-    rules.push(`-A ${c} -i ${METER_BRIDGE_PREFIX}+ -p tcp -m tcp --dport ${meterPort} -j ACCEPT`);
+  const rules = [
+    `-A ${c} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
+    `-A ${c} -i ${AGENT_BRIDGE_PREFIX}+ -j DROP`,
+  ];
+  if (family === 4) rules.push(`-A ${c} -p tcp -m tcp --dport ${meterPort} -j ACCEPT`);
   rules.push(`-A ${c} -j DROP`);
   return rules;
 }
 
-export function jumpRules(): string[][] {
-  return [
+/** The INPUT jumps to our chain (argument lists for iptables -C / -I). */
+export function jumpRules(family: 4 | 6, poolCidr?: string): string[][] {
+  const jumps = [
     ["-i", `${AGENT_BRIDGE_PREFIX}+`, "-j", FIREWALL_CHAIN],
     ["-i", `${METER_BRIDGE_PREFIX}+`, "-j", FIREWALL_CHAIN],
   ];
+  if (family === 4 && poolCidr) jumps.push(["-s", canonicalCidr(poolCidr), "-j", FIREWALL_CHAIN]);
+  return jumps;
+}
+
+/** `10.213.7.9/16` → `10.213.0.0/16`, the form iptables prints and matches with -C. */
+export function canonicalCidr(cidr: string): string {
+  return formatCidr(parseCidr(cidr));
 }
 
 async function ipt(bin: string, args: string[], input?: string): Promise<{ stdout: string }> {
@@ -79,7 +100,7 @@ async function installFamily(
     const body = ["*filter", `:${FIREWALL_CHAIN} - [0:0]`, ...want, "COMMIT", ""].join("\n");
     await ipt(restoreBin, ["--noflush"], body);
   }
-  for (const jump of jumpRules()) {
+  for (const jump of jumpRules(family, opts.poolCidr)) {
     try {
       await ipt(bin, ["-C", "INPUT", ...jump]);
     } catch {
@@ -114,5 +135,5 @@ export async function installFirewall(opts: FirewallOptions): Promise<void> {
   } catch (err) {
     log.warn({ err: (err as Error).message }, "firewall.ipv6.unavailable");
   }
-  log.info({ chain: FIREWALL_CHAIN, pool: opts.poolCidr }, "firewall.installed");
+  log.info({ chain: FIREWALL_CHAIN, pool: opts.poolCidr ?? null }, "firewall.installed");
 }

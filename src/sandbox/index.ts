@@ -6,6 +6,7 @@ export {
   type ContainerSpec,
   connectNetwork,
   createContainer,
+  EPISODE_DNS_UPSTREAM,
   type ExecOptions,
   type ExecResult,
   execIn,
@@ -24,9 +25,11 @@ export {
   waitExit,
 } from "./containers.js";
 export { assembleContext, type BuildContext, type ContextSource, imageHash } from "./context.js";
+export { DNS_CVE, type EngineDnsVerdict, engineDnsVerdict } from "./dns.js";
 export { type Container, connectDocker, type Docker } from "./docker.js";
 export {
   AGENT_BRIDGE_PREFIX,
+  canonicalCidr,
   FIREWALL_CHAIN,
   installFirewall,
   METER_BRIDGE_PREFIX,

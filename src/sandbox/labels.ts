@@ -3,6 +3,7 @@
  * (a crashed daemon, a SIGKILL) and tests count them to prove nothing is left behind.
  */
 import { createHash, randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 
 export const LABEL = {
@@ -16,6 +17,13 @@ export const LABEL = {
   /** Host and pid of the owning process: a dead owner on this host means an orphan, reaped at once. */
   host: "trajrl.host",
   pid: "trajrl.pid",
+  /**
+   * Which start of that pid: the kernel's boot id and the process's start time. A daemon container
+   * that restarts keeps its hostname and often its pid; only this tells the new process from the old.
+   */
+  boot: "trajrl.boot",
+  /** The owner's own container (64 hex) when it runs in one: gone from the engine means an orphan. */
+  container: "trajrl.container",
 } as const;
 
 export type Role = "sidecar" | "agent" | "verifier" | "check" | "net-agent" | "net-meter" | "probe";
@@ -25,10 +33,54 @@ export interface SandboxSession {
   readonly id: string;
   readonly host: string;
   readonly pid: number;
+  /** processBoot(pid) at start; undefined where /proc cannot tell. */
+  readonly boot?: string | undefined;
+  /** This process's container id, when it runs in one. */
+  readonly container?: string | undefined;
 }
 
 export function newSession(): SandboxSession {
-  return { id: randomBytes(6).toString("hex"), host: hostname(), pid: process.pid };
+  return {
+    id: randomBytes(6).toString("hex"),
+    host: hostname(),
+    pid: process.pid,
+    boot: processBoot(process.pid),
+    container: containerIdFromMountinfo(readProc("/proc/self/mountinfo") ?? ""),
+  };
+}
+
+function readProc(path: string): string | undefined {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * `<kernel boot id>:<start time of pid in clock ticks since boot>`: the same pid started again (a
+ * restarted container, a reboot) gives another value. undefined when the process or /proc is absent.
+ */
+export function processBoot(
+  pid: number,
+  read: (path: string) => string | undefined = readProc,
+): string | undefined {
+  const bootId = read("/proc/sys/kernel/random/boot_id")?.trim();
+  const stat = read(`/proc/${pid}/stat`);
+  if (!bootId || !stat) return undefined;
+  // Field 22 (starttime); the command name (field 2) may hold spaces and parentheses: count after the last ')'.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const start = fields[19];
+  return start && /^\d+$/.test(start) ? `${bootId}:${start}` : undefined;
+}
+
+/**
+ * This process's container id: Docker bind-mounts the container's hostname, hosts and resolv.conf
+ * files from /var/lib/docker/containers/<id>/, which shows in mountinfo even under a custom hostname.
+ */
+export function containerIdFromMountinfo(mountinfo: string): string | undefined {
+  const m = /\/containers\/([0-9a-f]{64})\/(?:hostname|hosts|resolv\.conf)/.exec(mountinfo);
+  return m ? m[1]! : undefined;
 }
 
 export function labelsFor(
@@ -44,6 +96,8 @@ export function labelsFor(
     [LABEL.expires]: String(Math.ceil(expiresAtUnix)),
     [LABEL.host]: session.host,
     [LABEL.pid]: String(session.pid),
+    ...(session.boot ? { [LABEL.boot]: session.boot } : {}),
+    ...(session.container ? { [LABEL.container]: session.container } : {}),
   };
 }
 

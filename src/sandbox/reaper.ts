@@ -2,22 +2,28 @@
  * Nothing an episode makes outlives it. Each episode works inside an EpisodeScope that removes
  * every container and network it made on every exit path; the Reaper sweeps what a crashed or
  * killed process left behind: objects of this process that belong to no live episode, objects
- * of a dead process on this host, and anything past its expiry.
+ * of a dead process on this host (a pid that is gone, or a pid started again since: the boot label),
+ * objects of a daemon container the engine no longer has, and anything past its expiry.
  */
 import type { Logger } from "../log.js";
 import { silentLogger } from "../log.js";
 import { type Docker, dockerMessage, ignoreGone } from "./docker.js";
-import { LABEL, labelsFor, type Role, type SandboxSession } from "./labels.js";
+import { LABEL, labelsFor, processBoot, type Role, type SandboxSession } from "./labels.js";
 
 export type ReapReason = "not_live" | "owner_dead" | "expired";
 
-/** Pure: should an object with these labels be removed by `session`'s reaper now? */
+/**
+ * Pure: should an object with these labels be removed by `session`'s reaper now? `ownerAlive` says
+ * whether a pid on this host is still the process that made the object (its boot label, when set);
+ * `containerGone` whether the engine no longer has a container (the owner's, when it ran in one).
+ */
 export function reapDecision(
   labels: Readonly<Record<string, string>>,
   session: SandboxSession,
   liveEpisodes: ReadonlySet<string>,
   nowUnix: number,
-  pidAlive: (pid: number) => boolean,
+  ownerAlive: (pid: number, boot: string | undefined) => boolean,
+  containerGone: (id: string) => boolean = () => false,
 ): ReapReason | undefined {
   const owner = labels[LABEL.session];
   if (owner === undefined) return undefined;
@@ -27,8 +33,16 @@ export function reapDecision(
   }
   const expires = Number(labels[LABEL.expires]);
   if (Number.isFinite(expires) && expires < nowUnix) return "expired";
+  const container = labels[LABEL.container];
+  if (container !== undefined && container !== session.container && containerGone(container))
+    return "owner_dead";
   const pid = Number(labels[LABEL.pid]);
-  if (labels[LABEL.host] === session.host && Number.isInteger(pid) && pid > 0 && !pidAlive(pid))
+  if (
+    labels[LABEL.host] === session.host &&
+    Number.isInteger(pid) &&
+    pid > 0 &&
+    !ownerAlive(pid, labels[LABEL.boot])
+  )
     return "owner_dead";
   return undefined;
 }
@@ -41,6 +55,15 @@ export function pidAlive(pid: number): boolean {
     // EPERM: it exists but belongs to someone else.
     return (err as NodeJS.ErrnoException).code === "EPERM";
   }
+}
+
+/** The pid is alive and, when the object names the start it belongs to, started then (not a reused pid). */
+export function ownerAlive(pid: number, boot: string | undefined): boolean {
+  if (!pidAlive(pid)) return false;
+  if (boot === undefined) return true;
+  const now = processBoot(pid);
+  // /proc unreadable: the pid check is all there is.
+  return now === undefined || now === boot;
 }
 
 export interface SweepResult {
@@ -203,15 +226,40 @@ export class Reaper {
     return this.sweeping;
   }
 
+  /** Owner containers named by these labels that the engine no longer has. */
+  private async goneContainers(
+    labelSets: ReadonlyArray<Record<string, string> | undefined>,
+  ): Promise<Set<string>> {
+    const ids = new Set<string>();
+    for (const l of labelSets) {
+      const id = l?.[LABEL.container];
+      if (id && id !== this.session.container) ids.add(id);
+    }
+    const gone = new Set<string>();
+    await Promise.all(
+      [...ids].map(async (id) => {
+        try {
+          await this.docker.getContainer(id).inspect();
+        } catch (err) {
+          if ((err as { statusCode?: number }).statusCode === 404) gone.add(id);
+        }
+      }),
+    );
+    return gone;
+  }
+
   private async doSweep(): Promise<SweepResult> {
     const now = Date.now() / 1000;
     const live = new Set(this.live.keys());
     const removed: SweepResult = { containers: [], networks: [] };
     const filters = { label: [LABEL.session] };
     const containers = await this.docker.listContainers({ all: true, filters });
+    const networks = await this.docker.listNetworks({ filters });
+    const gone = await this.goneContainers([...containers, ...networks].map((o) => o.Labels));
+    const isGone = (id: string) => gone.has(id);
     await Promise.all(
       containers.map(async (c) => {
-        const why = reapDecision(c.Labels ?? {}, this.session, live, now, pidAlive);
+        const why = reapDecision(c.Labels ?? {}, this.session, live, now, ownerAlive, isGone);
         if (!why) return;
         try {
           await ignoreGone(() => this.docker.getContainer(c.Id).remove({ force: true, v: true }));
@@ -225,9 +273,8 @@ export class Reaper {
         }
       }),
     );
-    const networks = await this.docker.listNetworks({ filters });
     for (const n of networks) {
-      const why = reapDecision(n.Labels ?? {}, this.session, live, now, pidAlive);
+      const why = reapDecision(n.Labels ?? {}, this.session, live, now, ownerAlive, isGone);
       if (!why) continue;
       try {
         await removeNetworkForcefully(this.docker, n.Id);

@@ -7,19 +7,19 @@ import { hostname } from "node:os";
 import { InfraError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { silentLogger } from "../log.js";
-import { connectNetwork } from "./containers.js";
+import { connectNetwork, EPISODE_DNS_UPSTREAM } from "./containers.js";
+import { DNS_CVE, engineDnsVerdict } from "./dns.js";
 import { connectDocker, type Docker, engine } from "./docker.js";
 import { EngineWatch } from "./engine-watch.js";
 import { installFirewall, METER_EPISODE_PORT } from "./firewall.js";
-import { LABEL, newSession, type SandboxSession, uniqueName } from "./labels.js";
+import { containerIdFromMountinfo, LABEL, newSession, type SandboxSession, uniqueName } from "./labels.js";
 import { type EpisodeNetwork, NetworkPool } from "./networks.js";
 import { type EpisodeScope, Reaper } from "./reaper.js";
 import { cidrSize, intToIp, parseCidr } from "./subnet.js";
 
 /**
- * This process's own container, when it runs in one: Docker bind-mounts the container's hostname,
- * hosts and resolv.conf files from /var/lib/docker/containers/<id>/, which shows in mountinfo even
- * when the operator set a custom hostname. Falls back to the hostname (Docker's default is the id).
+ * This process's own container, when it runs in one (labels.ts reads the bind mounts Docker makes).
+ * Falls back to the hostname (Docker's default is the id).
  */
 export function ownContainerId(mountinfo?: string): string {
   let text = mountinfo;
@@ -30,8 +30,7 @@ export function ownContainerId(mountinfo?: string): string {
       text = "";
     }
   }
-  const m = /\/containers\/([0-9a-f]{64})\/(?:hostname|hosts|resolv\.conf)/.exec(text);
-  return m ? m[1]! : hostname();
+  return containerIdFromMountinfo(text) ?? hostname();
 }
 
 /**
@@ -95,6 +94,7 @@ export class Sandbox {
     const docker = opts.docker ?? connectDocker(opts.socketPath);
     await engine("docker_unavailable", "no Docker engine answers", () => docker.ping());
     const sb = new Sandbox(docker, opts);
+    await sb.warnOnDnsLeak();
     if ((opts.firewall ?? "iptables") === "iptables") {
       await installFirewall({ poolCidr: sb.poolCidr, meterPort: METER_EPISODE_PORT, log: sb.log });
     } else {
@@ -107,6 +107,21 @@ export class Sandbox {
     if (every > 0) sb.reaper.start(every);
     await sb.engineWatch.start();
     return sb;
+  }
+
+  /** Engines known to leak DNS from internal networks are named; episodes get --dns 127.0.0.1 anyway. */
+  private async warnOnDnsLeak(): Promise<void> {
+    const version = await this.docker
+      .version()
+      .then((v) => v.Version)
+      .catch(() => undefined);
+    if (version === undefined) return;
+    const v = engineDnsVerdict(version);
+    if (v.affected)
+      this.log.warn(
+        { engine: version, cve: DNS_CVE, reason: v.reason, upstream: EPISODE_DNS_UPSTREAM },
+        "sandbox.engine_dns_leak",
+      );
   }
 
   openScope(episodeId: string, ttlMs: number): EpisodeScope {

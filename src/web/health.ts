@@ -1,11 +1,18 @@
 /**
- * Liveness for /healthz and the container HEALTHCHECK: the loops tick, the database takes a write,
- * and the Docker engine answers. The decision is a pure function of three probe results; the probes
- * are thin and cached so a scrape storm cannot hammer SQLite or the engine.
+ * Health for /healthz, /readyz, the container HEALTHCHECK and the `status` header.
+ * - unhealthy (liveness, /healthz 503): a loop stopped ticking, the database takes no write, or the
+ *   Docker engine does not answer — the process itself is in trouble.
+ * - degraded (readiness, /readyz 503; /healthz stays 200): the process works but cannot do its job,
+ *   because the chain or the platform has been unreachable for longer than DEGRADED_AFTER_S (the
+ *   daemon's `chain_unreachable` / `platform_unreachable` alarms, by how long they have been up).
+ * - healthy: neither.
+ * The decision is a pure function of the probe results and the alarms; the probes are thin and
+ * cached so a scrape storm cannot hammer SQLite or the engine.
  */
 import Docker from "dockerode";
 import type { Db } from "../store/index.js";
 import { KvRepo } from "../store/index.js";
+import { duration } from "./format.js";
 
 export interface ProbeResult {
   ok: boolean;
@@ -14,34 +21,86 @@ export interface ProbeResult {
   error?: string;
   /** Unix ms of the probe that produced this result (cached results keep their time). */
   checkedAt: number;
+  /** Why nothing was probed (ok without asking), e.g. Docker in weight-only mode. */
+  skipped?: string;
 }
 
 export interface StaleLoop {
   name: string;
   intervalMs: number;
   lastTickAt?: number | undefined;
+  /** The last failed tick; when it is the last tick, the loop is retrying with a backoff. */
+  lastError?: { at: number } | undefined;
+}
+
+/**
+ * How long a loop whose last tick failed may stay silent: its retries back off to minutes (5 min for
+ * the daemon's loops, 10 min for weights) while the chain or the platform is down, and that is the
+ * upstream's trouble, reported as degraded — not a dead loop.
+ */
+export const BACKOFF_GRACE_MS = 15 * 60_000;
+
+/** Pure: the loops LiveStatus found silent, less those that are backing off after a failure within the grace. */
+export function stillStale<T extends StaleLoop>(loops: readonly T[], now: number): T[] {
+  return loops.filter((l) => {
+    const backingOff =
+      l.lastError !== undefined && l.lastTickAt !== undefined && l.lastError.at === l.lastTickAt;
+    return !backingOff || now - (l.lastTickAt ?? 0) > BACKOFF_GRACE_MS;
+  });
 }
 
 export interface HealthReason {
-  check: "loops" | "database" | "docker";
+  check: "loops" | "database" | "docker" | "chain" | "platform";
   code: string;
   message: string;
 }
 
+export type HealthState = "healthy" | "degraded" | "unhealthy";
+
 export interface HealthReport {
+  /** Liveness: loops, database and Docker pass (degraded is still ok). */
   ok: boolean;
+  state: HealthState;
+  /** /healthz: 200 while ok. */
   status: 200 | 503;
+  /** /readyz: only a healthy validator is ready. */
+  ready: boolean;
   checks: {
     loops: { ok: boolean; stale: string[] };
     database: ProbeResult;
     docker: ProbeResult;
+    /** Upstreams unreachable past the threshold (chain, platform). */
+    upstreams: { ok: boolean; unreachable: string[]; degradedAfterMs: number };
   };
+  /** Every failure and every degradation, one reason each. */
   reasons: HealthReason[];
 }
 
-/** The /healthz decision: healthy only when every check passes; each failure becomes one reason. */
+/** An alarm as the health decision reads it (src/status/live.ts Alarm). */
+export interface UpstreamAlarm {
+  code: string;
+  message: string;
+  since: number;
+}
+
+/** The alarms that degrade health once they have been up long enough, and the upstream each names. */
+export const DEGRADING_ALARMS: Readonly<Record<string, "chain" | "platform">> = {
+  chain_unreachable: "chain",
+  platform_unreachable: "platform",
+};
+
+export const DEFAULT_DEGRADED_AFTER_MS = 300_000;
+
+/** The health decision: every failure and every degradation becomes one reason. */
 export function decideHealth(
-  input: { staleLoops: readonly StaleLoop[]; database: ProbeResult; docker: ProbeResult },
+  input: {
+    staleLoops: readonly StaleLoop[];
+    database: ProbeResult;
+    docker: ProbeResult;
+    /** Live alarms; those in DEGRADING_ALARMS count once up for `degradedAfterMs`. */
+    alarms?: readonly UpstreamAlarm[];
+    degradedAfterMs?: number;
+  },
   now: number,
 ): HealthReport {
   const reasons: HealthReason[] = [];
@@ -69,13 +128,29 @@ export function decideHealth(
       message: input.docker.error ?? "the Docker engine does not answer",
     });
   const ok = reasons.length === 0;
+  const after = input.degradedAfterMs ?? DEFAULT_DEGRADED_AFTER_MS;
+  const unreachable: string[] = [];
+  for (const a of input.alarms ?? []) {
+    const upstream = DEGRADING_ALARMS[a.code];
+    if (upstream === undefined || now - a.since < after) continue;
+    unreachable.push(upstream);
+    reasons.push({
+      check: upstream,
+      code: a.code,
+      message: `${upstream} unreachable for ${duration(now - a.since)} (threshold ${duration(after)}): ${a.message}`,
+    });
+  }
+  const state: HealthState = !ok ? "unhealthy" : unreachable.length ? "degraded" : "healthy";
   return {
     ok,
+    state,
     status: ok ? 200 : 503,
+    ready: state === "healthy",
     checks: {
       loops: { ok: input.staleLoops.length === 0, stale: input.staleLoops.map((l) => l.name) },
       database: input.database,
       docker: input.docker,
+      upstreams: { ok: unreachable.length === 0, unreachable, degradedAfterMs: after },
     },
     reasons,
   };
@@ -126,6 +201,15 @@ export function databaseProbe(db: Db, now: () => number = Date.now): () => Promi
       return { ok: false, code: "db_not_writable", error: (err as Error).message, checkedAt };
     }
   };
+}
+
+/** Weight-only mode (EVAL_ENABLED off) runs no episodes: Docker is not part of its health. */
+export function dockerNotUsed(now: () => number = Date.now): () => Promise<ProbeResult> {
+  return async () => ({
+    ok: true,
+    checkedAt: now(),
+    skipped: "weight-only mode (EVAL_ENABLED off): Docker is not used",
+  });
 }
 
 /** The engine's /_ping with a deadline (a hung socket must not hang /healthz). */

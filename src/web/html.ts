@@ -352,16 +352,25 @@ ${renderVerdicts(s, colors)}
 
 function renderHealth(s: StatusSnapshot): Raw {
   if (!s.health) return h`<span class="pill muted" id="health">health unknown</span>`;
-  if (s.health.ok)
-    return h`<span class="pill good" id="health" title="loops, database, docker">healthy</span>`;
-  return h`<span class="pill bad" id="health" title="${s.health.reasons.map((r) => r.message).join("\n")}">unhealthy: ${s.health.reasons.map((r) => r.check).join(", ")}</span>`;
+  if (s.health.state === "healthy")
+    return h`<span class="pill good" id="health" title="loops, database, docker, chain, platform">healthy</span>`;
+  const checks = [...new Set(s.health.reasons.map((r) => r.check))].join(", ");
+  return h`<span class="pill ${s.health.state === "degraded" ? "warn" : "bad"}" id="health" title="${s.health.reasons.map((r) => r.message).join("\n")}">${s.health.state}: ${checks}</span>`;
+}
+
+/** The worst alarm (errors first, then the oldest) next to the health pill; the full list is in main. */
+function renderWorstAlarm(s: StatusSnapshot): Raw {
+  const a = s.alarms[0];
+  if (!a) return h``;
+  const more = s.alarms.length > 1 ? ` +${s.alarms.length - 1}` : "";
+  return h`<span class="pill ${a.severity === "error" ? "bad" : "warn"}" id="worst-alarm" title="${a.message}">${a.code}${more}</span>`;
 }
 
 export function renderHeader(s: StatusSnapshot): string {
   const uptime = s.startedAt === null ? "" : h` · up ${duration(s.now - s.startedAt)}`;
   return h`<div class="brand">trajrl-validator <span class="muted">v${s.version}</span></div>
 <div class="chips"><span class="chip">${s.node.network} · netuid ${s.node.netuid}</span>${s.node.simulated ? h`<span class="chip warn" title="no LLM_API_KEY: the built-in Engy simulator answers">simulated LLM</span>` : h`<span class="chip">${s.node.llmBaseUrl}</span>`}<span class="chip">concurrency ${s.node.concurrency}</span></div>
-<div class="right">${renderHealth(s)}<span class="live" id="live" data-now="${s.now}">snapshot ${isoOf(s.now).slice(11, 19)}Z${uptime}</span></div>`
+<div class="right">${renderHealth(s)}${renderWorstAlarm(s)}<span class="live" id="live" data-now="${s.now}">snapshot ${isoOf(s.now).slice(11, 19)}Z${uptime}</span></div>`
     .html;
 }
 

@@ -125,8 +125,13 @@ export class ValidatorMetrics {
       }),
       health: new Gauge({
         name: "trajrl_health_check_ok",
-        help: "1 when the /healthz check passes (loops, database, docker).",
+        help: "1 when the check passes: loops, database, docker (liveness, /healthz); upstreams (chain and platform reachable within DEGRADED_AFTER_S).",
         labelNames: ["check"] as const,
+        registers,
+      }),
+      ready: new Gauge({
+        name: "trajrl_ready",
+        help: "1 when /readyz passes: healthy, not degraded.",
         registers,
       }),
       outbox: new Gauge({
@@ -206,7 +211,9 @@ export class ValidatorMetrics {
       m.health.set({ check: "loops" }, s.health.checks.loops.ok ? 1 : 0);
       m.health.set({ check: "database" }, s.health.checks.database.ok ? 1 : 0);
       m.health.set({ check: "docker" }, s.health.checks.docker.ok ? 1 : 0);
+      m.health.set({ check: "upstreams" }, s.health.checks.upstreams.ok ? 1 : 0);
     }
+    m.ready.set(s.health?.ready ? 1 : 0);
 
     m.outbox.reset();
     for (const [state, n] of Object.entries(s.outbox.counts)) m.outbox.set({ state }, n);

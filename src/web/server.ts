@@ -1,6 +1,6 @@
 /**
  * The status web server (node:http): the page, its live fragment, the JSON API, server-sent events,
- * /metrics and /healthz. Bound to STATUS_HOST:STATUS_PORT (loopback by default: the page shows
+ * /metrics, /healthz (liveness) and /readyz (readiness: healthy, not degraded). Bound to STATUS_HOST:STATUS_PORT (loopback by default: the page shows
  * hotkeys and spend, and has no authentication). Read-only apart from the /healthz write probe.
  */
 import { readFile } from "node:fs/promises";
@@ -16,9 +16,11 @@ import {
   CachedProbe,
   databaseProbe,
   decideHealth,
+  dockerNotUsed,
   dockerProbe,
   type HealthReport,
   type ProbeResult,
+  stillStale,
 } from "./health.js";
 import { renderHeader, renderMain, renderPage } from "./html.js";
 import { METRICS_CONTENT_TYPE, ValidatorMetrics } from "./metrics.js";
@@ -31,7 +33,10 @@ export interface StatusServerOptions {
   db: Db;
   config: Config;
   log: Logger;
-  /** Test seam: replaces the Docker engine ping (production pings config.evaluation.dockerSocket). */
+  /**
+   * Test seam: replaces the Docker engine ping (production pings config.evaluation.dockerSocket when
+   * EVAL_ENABLED is on; weight-only mode uses no Docker).
+   */
   dockerPing?: () => Promise<ProbeResult>;
   /** Test seam: SSE heartbeat interval. */
   heartbeatMs?: number;
@@ -107,7 +112,8 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
   const hub = new EventHub(live, { log, ...(opts.heartbeatMs ? { heartbeatMs: opts.heartbeatMs } : {}) });
   const dbProbe = new CachedProbe(databaseProbe(db), DB_PROBE_TTL_MS);
   const docker = new CachedProbe(
-    opts.dockerPing ?? dockerProbe(config.evaluation.dockerSocket),
+    opts.dockerPing ??
+      (config.evaluation.enabled ? dockerProbe(config.evaluation.dockerSocket) : dockerNotUsed()),
     DOCKER_PROBE_TTL_MS,
   );
   const statics = await loadStatic(log);
@@ -123,7 +129,16 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
     const [database, dockerResult] = await Promise.all([dbProbe.get(), docker.get()]);
     // The live state's clock, so "silent for N s" agrees with how staleness was judged.
     const now = live.snapshot().now;
-    return decideHealth({ staleLoops: live.staleLoops(), database, docker: dockerResult }, now);
+    return decideHealth(
+      {
+        staleLoops: stillStale(live.staleLoops(), now),
+        database,
+        docker: dockerResult,
+        alarms: live.snapshot().alarms,
+        degradedAfterMs: config.status.degradedAfterMs,
+      },
+      now,
+    );
   };
   const snapshot = async (): Promise<StatusSnapshot> =>
     reader.snapshot({
@@ -165,6 +180,11 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
     if (path === "/healthz") {
       const report = await health();
       sendJson(res, report.status, report);
+      return;
+    }
+    if (path === "/readyz") {
+      const report = await health();
+      sendJson(res, report.ready ? 200 : 503, report);
       return;
     }
     if (path === "/metrics") {

@@ -18,7 +18,7 @@ import type {
 import type { Db, EvaluationRow, WeightAttempt } from "../store/index.js";
 import { EvaluationRepo, VerdictOutboxRepo, WeightsRepo, WinnerCacheRepo } from "../store/index.js";
 import { VERSION } from "../version.js";
-import type { HealthReport } from "./health.js";
+import { type HealthReport, stillStale } from "./health.js";
 import type { TallySnapshot } from "./tally.js";
 
 export interface LoopView extends LoopState {
@@ -398,7 +398,7 @@ export class StatusReader {
     const now = src.now ?? Date.now();
     const { config, live } = src;
     const liveSnap = live?.snapshot();
-    const staleNames = new Set((live?.staleLoops() ?? []).map((l) => l.name));
+    const staleNames = new Set(stillStale(live?.staleLoops() ?? [], liveSnap?.now ?? now).map((l) => l.name));
     const loops: LoopView[] = (liveSnap?.loops ?? []).map((l) => ({ ...l, stale: staleNames.has(l.name) }));
     const winner = this.winner(now, config.platform.winnerCacheTtlMs);
     const recentWeights = this.weightAttempts(config.chain.netuid, 5);

@@ -21,9 +21,14 @@ function bar(spent: number, cap: number, width = 10): string {
 export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): string {
   const out: string[] = [];
   const health = s.health
-    ? s.health.ok
+    ? s.health.state === "healthy"
       ? "healthy"
-      : `UNHEALTHY (${s.health.reasons.map((r) => r.check).join(", ")})`
+      : `${s.health.state.toUpperCase()} (${[...new Set(s.health.reasons.map((r) => r.check))].join(", ")})`
+    : "";
+  // The worst alarm (errors first, then the oldest: deriveAlarms' order) belongs in the header.
+  const worst = s.alarms[0];
+  const alarm = worst
+    ? `${worst.severity === "error" ? "ALARM" : "alarm"} ${worst.code} (${ago(worst.since, s.now)})${s.alarms.length > 1 ? ` +${s.alarms.length - 1}` : ""}`
     : "";
   out.push(
     [
@@ -32,12 +37,13 @@ export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): str
       s.node.simulated ? "simulated LLM" : s.node.llmBaseUrl,
       s.startedAt === null ? "" : `up ${duration(s.now - s.startedAt)}`,
       health,
+      alarm,
     ]
       .filter(Boolean)
       .join(" · "),
   );
   if (opts.note) out.push(opts.note);
-  if (s.health && !s.health.ok) for (const r of s.health.reasons) out.push(`  ! ${r.check}: ${r.message}`);
+  if (s.health) for (const r of s.health.reasons) out.push(`  ! ${r.check}: ${r.message}`);
 
   out.push("", s.alarms.length ? "ALARMS" : "ALARMS       none");
   for (const a of s.alarms)

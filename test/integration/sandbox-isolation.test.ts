@@ -6,6 +6,9 @@
  * The agent reaches policy:8800 and nothing else; the sidecar reaches the meter and the agent
  * network and nothing else. A control container on a bridge without our prefix shows the
  * host hole really exists when the firewall does not cover a bridge (so the test can fail).
+ * DNS (issue 20 item 3): a DNS server of our own on the host (every gateway an episode sees, and
+ * the host's loopback) receives nothing from an episode, while a control container whose embedded
+ * resolver is pointed at it shows that a forwarded name would arrive there.
  */
 import { randomBytes } from "node:crypto";
 import { createServer, type Server } from "node:net";
@@ -21,6 +24,7 @@ import {
 } from "../../src/sandbox/containers.js";
 import type { EpisodeScope } from "../../src/sandbox/reaper.js";
 import type { EpisodeTopology, Sandbox } from "../../src/sandbox/sandbox.js";
+import { dnsQuery, type OwnDnsServer, startDnsServer, udpQueryScript } from "../helpers/dns.js";
 import {
   BASE_IMAGE,
   countLabelled,
@@ -55,6 +59,7 @@ let controlGw = "";
 let agent: Docker.Container;
 let sidecar: Docker.Container;
 let control: Docker.Container;
+let otherNet = "";
 
 beforeAll(async () => {
   sb = await openTestSandbox();
@@ -77,6 +82,7 @@ beforeAll(async () => {
     Labels: scope.labels("probe"),
   });
   controlGw = "10.214.253.1";
+  otherNet = otherName;
 
   const mk = async (
     role: "probe" | "sidecar" | "agent",
@@ -199,6 +205,87 @@ describe("episode isolation", () => {
     expect(info.HostConfig.PidsLimit).toBe(256);
     expect(info.Mounts).toEqual([]);
   });
+});
+
+describe("DNS from an episode", () => {
+  const marker = `exfil${randomBytes(4).toString("hex")}`;
+  let dns: OwnDnsServer;
+  let upstreamed: Docker.Container;
+
+  beforeAll(async () => {
+    // Everywhere an episode could send a query to the host: each gateway, and the host's loopback
+    // (where a CVE-2024-29018 engine forwards the embedded resolver's queries from).
+    dns = await startDnsServer(
+      [topo.agentNet.gateway, topo.meterNet.gateway, controlGw, "127.0.0.1"],
+      "10.214.253.99",
+    );
+    // Control: the embedded resolver of a container on a bridge the firewall does not cover,
+    // given our server as its upstream (what an engine's forwarding does with the host's resolver).
+    const name = `trajrl-${episode}-dnsctl`;
+    scope.trackContainer(name);
+    upstreamed = await docker.createContainer({
+      name,
+      Image: BASE_IMAGE,
+      Cmd: ["sleep", "600"],
+      Labels: scope.labels("probe"),
+      HostConfig: { NetworkMode: otherNet, Dns: [controlGw] },
+    });
+    await upstreamed.start();
+  }, 60_000);
+
+  afterAll(async () => {
+    await dns?.close();
+  });
+
+  it("control: a name forwarded by the embedded resolver reaches our server, and so does a direct query", async () => {
+    const viaResolver = await execIn(upstreamed, [
+      "bash",
+      "-c",
+      `timeout 20 getent hosts ctl-${marker}.example.com`,
+    ]);
+    expect(viaResolver.stdout).toContain("10.214.253.99");
+    const direct = await execIn(control, [
+      "bash",
+      "-c",
+      udpQueryScript(controlGw, dnsQuery(`direct-${marker}.test`)),
+    ]);
+    expect(direct.stdout.trim()).toBe("12");
+    const names = new Set(dns.seen(marker).map((q) => q.name));
+    expect([...names].sort()).toEqual([`ctl-${marker}.example.com`, `direct-${marker}.test`]);
+  }, 60_000);
+
+  it("episode containers resolve their network's names and nothing outside; our server hears nothing", async () => {
+    const before = dns.seen(marker).length;
+    for (const c of [agent, sidecar]) {
+      const info = await c.inspect();
+      expect(info.HostConfig.Dns).toEqual(["127.0.0.1"]);
+      const conf = await execIn(c, ["cat", "/etc/resolv.conf"]);
+      expect(conf.stdout).toMatch(/^nameserver 127\.0\.0\.11$/m);
+      expect(conf.stdout.match(/^nameserver/gm)).toHaveLength(1);
+    }
+    // The episode's own names still resolve through the embedded resolver.
+    const policy = await execIn(agent, ["getent", "hosts", "policy"]);
+    expect(policy.stdout).toMatch(/^10\.213\.\d+\.\d+\s+policy/);
+    const names = [`a-${marker}.example.com`, `b-${marker}`];
+    const script = [
+      ...names.map((n) => `(timeout 25 getent ahostsv4 ${n} && echo "RESOLVED ${n}") &`),
+      ...[topo.agentNet.gateway, topo.meterNet.gateway, controlGw].map(
+        (gw) =>
+          `echo "direct ${gw} $(${udpQueryScript(gw, dnsQuery(`d-${marker}.example.com`))} 2>/dev/null)"`,
+      ),
+      "wait",
+    ].join("\n");
+    const [fromAgent, fromSidecar] = await Promise.all([
+      execIn(agent, ["bash", "-c", script]),
+      execIn(sidecar, ["bash", "-c", script]),
+    ]);
+    for (const r of [fromAgent, fromSidecar]) {
+      expect(r.stdout).not.toContain("RESOLVED");
+      // No direct answer either: the bridges' gateways drop it (the control bridge is not reachable).
+      expect(r.stdout).not.toMatch(/direct \S+ [1-9]/);
+    }
+    expect(dns.seen(marker)).toHaveLength(before);
+  }, 120_000);
 });
 
 describe("daemon in a container", () => {

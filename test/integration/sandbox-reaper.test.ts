@@ -1,7 +1,8 @@
 /**
  * Nothing is left behind: an episode scope removes everything it made (running containers
- * included), and the reaper removes what crashed or killed processes left, without touching a
- * live sibling process's objects.
+ * included), and the reaper removes what crashed or killed processes left — also a restarted
+ * daemon container's (same hostname and pid, another start) and a recreated one's (its container
+ * gone) at once, not at expiry — without touching a live sibling process's objects.
  */
 import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -79,13 +80,17 @@ describe("episode scope", () => {
 });
 
 describe("reaper", () => {
-  it("removes ours that are not live, a dead owner's and expired ones; keeps live ones", async () => {
+  it("removes ours that are not live, a dead owner's (gone, restarted, recreated) and expired ones; keeps live ones", async () => {
     const now = Date.now() / 1000;
     const deadPid = spawnSync(process.execPath, ["-e", ""]).pid!;
     const sibling = newSession(); // same host, this (alive) pid: a live sibling process
     const dead = { ...newSession(), pid: deadPid };
     const old = { ...newSession(), host: "elsewhere" };
-    extraSessions.push(sibling, dead, old);
+    // A restarted daemon container: same hostname, and its new process got the old one's pid.
+    const restarted = { ...newSession(), boot: `${sibling.boot?.split(":")[0]}:1` };
+    // A recreated daemon container: another hostname, and its container is gone from the engine.
+    const recreated = { ...newSession(), host: "gone-host", container: "f0".repeat(32) };
+    extraSessions.push(sibling, dead, old, restarted, recreated);
     const live = sb.openScope(`live-${tag}`, 600_000);
     const cases: Array<[string, Record<string, string>, boolean]> = [
       [`trajrl-r-${tag}-mine-gone`, labelsFor(sb.session, "net-agent", `gone-${tag}`, now + 600), false],
@@ -94,7 +99,10 @@ describe("reaper", () => {
       [`trajrl-r-${tag}-dead`, labelsFor(dead, "net-agent", "x", now + 600), false],
       [`trajrl-r-${tag}-expired`, labelsFor(old, "net-agent", "x", now - 5), false],
       [`trajrl-r-${tag}-elsewhere`, labelsFor(old, "net-agent", "y", now + 600), true],
+      [`trajrl-r-${tag}-restarted`, labelsFor(restarted, "net-meter", "z", now + 600), false],
+      [`trajrl-r-${tag}-recreated`, labelsFor(recreated, "net-meter", "z", now + 600), false],
     ];
+    expect(sibling.boot).toMatch(/^[0-9a-f-]+:\d+$/);
     for (const [name, labels] of cases) await netWith(name, labels);
     // A container of the dead process, still running.
     const cname = `trajrl-r-${tag}-dead-c`;

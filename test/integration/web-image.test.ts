@@ -73,7 +73,14 @@ describe("the validator image", () => {
   it("was built FROM the local base image, with the healthcheck, user and entrypoint it documents", async () => {
     const info = await docker.getImage(TAG).inspect();
     expect(info.Config.Labels?.["trajrl.test"]).toBe("web-image");
-    expect(info.Config.Healthcheck?.Test).toEqual(["CMD", "node", "/app/dist/web/healthcheck.js"]);
+    expect(info.Config.Healthcheck?.Test).toEqual([
+      "CMD",
+      "node",
+      "/app/dist/web/healthcheck.js",
+      "http://127.0.0.1:8080/readyz",
+    ]);
+    // No VOLUME: the compose file mounts the named volume; other containers of the image get none.
+    expect(info.Config.Volumes ?? {}).toEqual({});
     expect(info.Config.Entrypoint).toEqual(["tini", "--", "validator-entrypoint"]);
     expect(info.Config.Cmd).toEqual(["run"]);
     expect(info.Config.Env).toEqual(
@@ -104,7 +111,7 @@ describe("the validator image", () => {
     expect(r.out.trim()).toBe(version);
   });
 
-  it("HEALTHCHECK: unhealthy without Docker, healthy with the socket, as Docker itself sees it", async () => {
+  it("HEALTHCHECK: an evaluating validator is unhealthy without Docker and healthy with it; weight-only needs none", async () => {
     // A real status server inside the image (the daemon's web part), with an in-memory store.
     const serve = `import("/app/dist/web/index.js").then(async (w) => {
       const { LiveStatus } = await import("/app/dist/status/index.js");
@@ -159,16 +166,27 @@ describe("the validator image", () => {
       );
     };
 
-    const without = await start(["-e", "DOCKER_SOCKET=/var/run/docker.sock"]);
+    // An evaluating validator (EVAL_ENABLED=1) needs the engine; weight-only mode uses none.
+    const without = await start(["-e", "EVAL_ENABLED=1"]);
     const h1 = await health(without, "unhealthy", "unhealthy (503)");
     expect(h1.Log.at(-1)?.ExitCode).toBe(1);
     expect(h1.Log.at(-1)?.Output).toContain("unhealthy (503): Docker at /var/run/docker.sock");
     const exec1 = await sh("docker", ["exec", without, "node", "/app/dist/web/healthcheck.js"]);
     expect(exec1.code).toBe(1);
 
-    const withSocket = await start(["-v", "/var/run/docker.sock:/var/run/docker.sock"]);
+    const withSocket = await start([
+      "-e",
+      "EVAL_ENABLED=1",
+      "-v",
+      "/var/run/docker.sock:/var/run/docker.sock",
+    ]);
     const h2 = await health(withSocket, "healthy", "healthy");
     expect(h2.Log.at(-1)).toMatchObject({ ExitCode: 0, Output: "healthy\n" });
+
+    // Weight-only mode (the default): no Docker socket, and healthy all the same.
+    const weightOnly = await start([]);
+    const h3 = await health(weightOnly, "healthy", "healthy");
+    expect(h3.Log.at(-1)).toMatchObject({ ExitCode: 0, Output: "healthy\n" });
   });
 
   it("entrypoint: runs as the wallets' owner with the socket's group, never as root, and owns /data", async () => {
@@ -322,7 +340,8 @@ describe("the validator image", () => {
       "node /app/docker/host-firewall.mjs && test -f /run/trajrl-firewall.ok && iptables -S TRAJRL-EPISODE && iptables -S INPUT",
     ]);
     expect(ok.code, ok.err).toBe(0);
-    expect(ok.out).toContain("-A TRAJRL-EPISODE -i tjm+ -p tcp -m tcp --dport 8790 -j ACCEPT");
+    expect(ok.out).toContain("-A TRAJRL-EPISODE -i tja+ -j DROP");
+    expect(ok.out).toContain("-A TRAJRL-EPISODE -p tcp -m tcp --dport 8790 -j ACCEPT");
     expect(ok.out).toContain("-A TRAJRL-EPISODE -j DROP");
     expect(ok.out).toContain("-A INPUT -i tja+ -j TRAJRL-EPISODE");
     const denied = await dockerRun([
@@ -380,15 +399,26 @@ describe("docker/docker-compose.validator.yml", () => {
       // The status page is published on loopback only.
       expect(cfg).toContain("- 127.0.0.1:8080:8080/tcp");
       expect(cfg).toContain("/var/run/docker.sock:/var/run/docker.sock:rw");
-      expect(cfg).toMatch(/- \/\S+\/\.bittensor\/wallets:\/wallets:ro/);
+      // Long syntax: a missing WALLETS_DIR fails `up` instead of Docker creating it.
+      expect(cfg).toMatch(
+        /- read_only: true\s+source: \/\S+\/\.bittensor\/wallets\s+target: \/wallets\s+type: bind/,
+      );
       expect(cfg).toContain("- validator-data:/data:rw");
       expect(cfg).toContain("restart: unless-stopped");
       expect(cfg).toMatch(/max-file: '5'\s+max-size: 20m/);
       expect(cfg).toContain("driver: json-file");
-      expect(cfg).toContain("DAEMON_IN_CONTAINER: '1'");
-      expect(cfg).toMatch(/com\.centurylinklabs\.watchtower\.enable: ["']true["']/);
+      // The container's layout is the image's (the entrypoint keeps it); compose passes host-side facts.
+      expect(cfg).not.toContain("DAEMON_IN_CONTAINER");
+      expect(cfg).toContain("TRAJRL_HOST_WALLETS_DIR: ~/.bittensor/wallets");
+      // The local build, under a name no registry resolves; no auto-update unless asked for.
+      expect(cfg).toContain("image: trajrl.invalid/validator:latest");
+      expect(cfg).toMatch(/com\.centurylinklabs\.watchtower\.enable: ["']false["']/);
+      expect(cfg).not.toMatch(/com\.centurylinklabs\.watchtower\.enable: ["']true["']/);
+      expect(cfg).toMatch(/profiles:\s+- autoupdate/);
+      expect(cfg).toMatch(/image: containrrr\/watchtower:1\.7\.1@sha256:[0-9a-f]{64}/);
+      expect(cfg).toContain("container_name: trajrl_validator");
       // The firewall keeper: host network namespace, NET_ADMIN, healthy before the validator starts.
-      expect(cfg).toMatch(/firewall:\s+cap_add:\s+- NET_ADMIN\s+- NET_RAW/);
+      expect(cfg).toMatch(/firewall:\s+build:[\s\S]*?cap_add:\s+- NET_ADMIN\s+- NET_RAW/);
       expect(cfg).toContain("network_mode: host");
       expect(cfg).toMatch(/depends_on:\s+firewall:\s+condition: service_healthy/);
       expect(cfg).toContain("- /app/docker/host-firewall.mjs");
@@ -401,7 +431,7 @@ describe("docker/docker-compose.validator.yml", () => {
         env: { ...process.env, STATUS_PORT: "9191", WALLETS_DIR: "/srv/wallets" },
       });
       expect(o.stdout).toContain("- 127.0.0.1:9191:8080/tcp");
-      expect(o.stdout).toContain("/srv/wallets:/wallets:ro");
+      expect(o.stdout).toContain("source: /srv/wallets");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

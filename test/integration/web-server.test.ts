@@ -18,8 +18,10 @@ import { parsePromText, promValue, seedLive, seedStore } from "../helpers/web.js
 const config = loadConfig({ STATUS_PORT: "0", STATUS_HOST: "127.0.0.1" });
 
 interface HealthBody {
+  state: string;
+  ready: boolean;
   reasons: { check: string; code: string; message: string }[];
-  checks: { loops: { stale: string[] } };
+  checks: { loops: { stale: string[] }; upstreams: { unreachable: string[] } };
 }
 
 /** The /api/status document, as a client would check it. */
@@ -393,6 +395,57 @@ describe("/healthz decisions on a live server", () => {
     expect(body.checks.loops.stale).toEqual(["eval"]);
     live.tick("eval");
     expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+  });
+
+  it("/readyz fails (and /healthz says degraded) once the platform has been unreachable past the threshold", async () => {
+    let t = Date.now();
+    const live = new LiveStatus(() => t);
+    const server = await start(live, true);
+    expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
+    live.raise("platform_unreachable", "winner/current: connect ECONNREFUSED");
+    t += config.status.degradedAfterMs - 1000;
+    expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
+    t += 2000;
+    const r = await fetch(`${server.url}/readyz`);
+    expect(r.status).toBe(503);
+    const body = (await r.json()) as HealthBody;
+    expect(body).toMatchObject({ state: "degraded", ready: false });
+    expect(body.checks.upstreams.unreachable).toEqual(["platform"]);
+    expect(body.reasons[0]).toMatchObject({ check: "platform", code: "platform_unreachable" });
+    const live200 = await fetch(`${server.url}/healthz`);
+    expect(live200.status).toBe(200);
+    expect(((await live200.json()) as HealthBody).state).toBe("degraded");
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metrics).toMatch(/^trajrl_ready 0$/m);
+    expect(metrics).toMatch(/^trajrl_health_check_ok\{check="upstreams"\} 0$/m);
+    live.clear("platform_unreachable");
+    expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
+  });
+
+  it("asks Docker only when evaluating: weight-only mode (the default) is healthy without an engine", async () => {
+    const noEngine = {
+      STATUS_PORT: "0",
+      STATUS_HOST: "127.0.0.1",
+      DOCKER_SOCKET: "/nonexistent/docker.sock",
+    };
+    for (const [evalEnabled, want] of [
+      ["", 200],
+      ["1", 503],
+    ] as const) {
+      const db = openDb(":memory:");
+      const server = await startStatusServer({
+        live: new LiveStatus(),
+        db,
+        config: loadConfig({ ...noEngine, EVAL_ENABLED: evalEnabled }),
+        log: silentLogger,
+      });
+      opened.push({ server, db });
+      const r = await fetch(`${server.url}/healthz`);
+      expect([evalEnabled, r.status]).toEqual([evalEnabled, want]);
+      const body = (await r.json()) as { checks: { docker: { ok: boolean; skipped?: string } } };
+      if (want === 200) expect(body.checks.docker.skipped).toContain("weight-only");
+      else expect(body.checks.docker).toMatchObject({ ok: false, code: "docker_unreachable" });
+    }
   });
 
   it("turns 503 when Docker does not answer", async () => {

@@ -134,6 +134,53 @@ describe("trajrl-validator status", () => {
   });
 });
 
+describe("a degraded daemon (the chain unreachable past DEGRADED_AFTER_S)", () => {
+  it("status exits 1 with DEGRADED and the worst alarm in its header; the HEALTHCHECK fails and says why", async () => {
+    const db = openDb(":memory:");
+    let t = Date.now();
+    const live = new LiveStatus(() => t);
+    const server = await startStatusServer({
+      live,
+      db,
+      config: loadConfig({ STATUS_PORT: "0", DEGRADED_AFTER_S: "60" }),
+      log: silentLogger,
+      dockerPing: async () => ({ ok: true, checkedAt: 0 }),
+    });
+    const script = join(root, "src/web/healthcheck.ts");
+    try {
+      live.raise("consensus_divergence", "epoch 9: local 0.5 vs server 0.6", "warn");
+      live.raise("chain_unreachable", "chain: chain_unreachable: connect ECONNREFUSED", "error");
+      // Within the threshold: still healthy (a blip must not page anyone).
+      t += 30_000;
+      const early = await cli({}, "status", "--url", server.url);
+      expect(early.code).toBe(0);
+      expect(early.stdout.split("\n")[0]).toMatch(/ · healthy · ALARM chain_unreachable \(\S+ ago\) \+1$/);
+      expect((await run([script, `${server.url}/readyz`], {})).code).toBe(0);
+
+      t += 31_000;
+      const r = await cli({}, "status", "--url", server.url);
+      expect(r.code).toBe(1);
+      const [head, ...rest] = r.stdout.split("\n");
+      expect(head).toMatch(/ · DEGRADED \(chain\) · ALARM chain_unreachable \(\S+ ago\) \+1$/);
+      expect(rest.join("\n")).toContain(
+        "! chain: chain unreachable for 1m01s (threshold 1m00s): chain: chain_unreachable",
+      );
+      const hc = await run([script, `${server.url}/readyz`], {});
+      expect(hc.code).toBe(1);
+      expect(hc.stdout).toMatch(/^degraded \(503\): chain unreachable for 1m01s \(threshold 1m00s\)/);
+      // Liveness still holds: restarting the process would not bring the chain back.
+      expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+
+      live.clear("chain_unreachable");
+      expect((await cli({}, "status", "--url", server.url)).code).toBe(0);
+      expect((await run([script, `${server.url}/readyz`], {})).code).toBe(0);
+    } finally {
+      await server.close();
+      db.close();
+    }
+  }, 60_000);
+});
+
 describe("the container HEALTHCHECK script", () => {
   const script = join(root, "src/web/healthcheck.ts");
 
@@ -167,6 +214,6 @@ describe("the container HEALTHCHECK script", () => {
   it("exits 1 when nothing answers", async () => {
     const r = await run([script], { STATUS_PORT: String(await deadPort()) });
     expect(r.code).toBe(1);
-    expect(r.stdout).toMatch(/^no answer from http:\/\/127\.0\.0\.1:\d+\/healthz: ECONNREFUSED/);
+    expect(r.stdout).toMatch(/^no answer from http:\/\/127\.0\.0\.1:\d+\/readyz: ECONNREFUSED/);
   });
 });

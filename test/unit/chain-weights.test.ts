@@ -14,7 +14,7 @@ import {
 
 function registryFor(name: "finney-spec219" | "testnet-spec224") {
   const f = JSON.parse(
-    readFileSync(new URL(`../fixtures/subtensor/${name}.json`, import.meta.url), "utf8"),
+    readFileSync(new URL(`../../src/localnet/fixtures/${name}.json`, import.meta.url), "utf8"),
   ) as { metadata: `0x${string}` };
   const registry = new TypeRegistry();
   const md = new Metadata(registry, f.metadata);

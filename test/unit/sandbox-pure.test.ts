@@ -1,9 +1,18 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { CappedText, demuxFrames } from "../../src/sandbox/containers.js";
+import { CappedText, createOptions, demuxFrames, SIDECAR_LIMITS } from "../../src/sandbox/containers.js";
 import { globToRegExp, imageHash, isIgnored, parseIgnore } from "../../src/sandbox/context.js";
-import { chainRules } from "../../src/sandbox/firewall.js";
-import { LABEL, labelsFor, newSession, safeName, uniqueName } from "../../src/sandbox/labels.js";
+import { engineDnsVerdict } from "../../src/sandbox/dns.js";
+import { canonicalCidr, chainRules, jumpRules } from "../../src/sandbox/firewall.js";
+import {
+  containerIdFromMountinfo,
+  LABEL,
+  labelsFor,
+  newSession,
+  processBoot,
+  safeName,
+  uniqueName,
+} from "../../src/sandbox/labels.js";
 import { reapDecision } from "../../src/sandbox/reaper.js";
 import {
   blockAt,
@@ -109,6 +118,48 @@ describe("reaper decisions", () => {
     expect(reapDecision({ "other.label": "x" }, me, new Set(), now, alive)).toBeUndefined();
   });
 
+  it("a pid started again (a restarted daemon container) is a dead owner; so is an owner container the engine lost", () => {
+    const boots: Record<number, string> = { 200: "k1:500" };
+    const sameStart = (pid: number, boot: string | undefined) =>
+      alive(pid) && (boot === undefined || boots[pid] === boot);
+    expect(reapDecision(labels({ [LABEL.boot]: "k1:500" }), me, new Set(), now, sameStart)).toBeUndefined();
+    // Same host, same pid, another start: the container restarted and its new process got the old pid.
+    expect(reapDecision(labels({ [LABEL.boot]: "k1:400" }), me, new Set(), now, sameStart)).toBe(
+      "owner_dead",
+    );
+    // Another kernel boot (a reboot) likewise.
+    expect(reapDecision(labels({ [LABEL.boot]: "k0:500" }), me, new Set(), now, sameStart)).toBe(
+      "owner_dead",
+    );
+    // A recreated daemon container: another hostname, and the engine no longer has the old one.
+    const old = labels({ [LABEL.host]: "oldhost", [LABEL.container]: "c".repeat(64) });
+    expect(reapDecision(old, me, new Set(), now, alive, () => false)).toBeUndefined();
+    expect(reapDecision(old, me, new Set(), now, alive, (id) => id === "c".repeat(64))).toBe("owner_dead");
+    // Our own container is never judged gone.
+    const inside = { ...me, container: "c".repeat(64) };
+    expect(reapDecision(old, inside, new Set(), now, alive, () => true)).toBeUndefined();
+  });
+
+  it("reads a process's start and its container from /proc", () => {
+    const files: Record<string, string> = {
+      "/proc/sys/kernel/random/boot_id": "0dce6778-19c4\n",
+      // A command name with spaces and a parenthesis: fields are counted after the last ')'.
+      "/proc/7/stat": `7 (node (x) y) S 1 7 7 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 11 0 121904 1000 50 ${"0 ".repeat(30)}`,
+    };
+    expect(processBoot(7, (p) => files[p])).toBe("0dce6778-19c4:121904");
+    expect(processBoot(8, (p) => files[p])).toBeUndefined();
+    // This process: a real /proc answers, and the same pid read twice is the same start.
+    expect(processBoot(process.pid)).toMatch(/^[0-9a-f-]+:\d+$/);
+    expect(processBoot(process.pid)).toBe(processBoot(process.pid));
+    const id = "ab".repeat(32);
+    expect(
+      containerIdFromMountinfo(
+        `612 590 254:0 /var/lib/docker/containers/${id}/resolv.conf /etc/resolv.conf rw - ext4 /dev/vda rw\n`,
+      ),
+    ).toBe(id);
+    expect(containerIdFromMountinfo("22 1 0:21 / /proc rw - proc proc rw\n")).toBeUndefined();
+  });
+
   it("labels every object with role, session, episode, expiry, host and pid", () => {
     const s = newSession();
     const l = labelsFor(s, "verifier", "ep9", 123.4);
@@ -119,6 +170,7 @@ describe("reaper decisions", () => {
       [LABEL.expires]: "124",
       [LABEL.host]: s.host,
       [LABEL.pid]: String(process.pid),
+      [LABEL.boot]: processBoot(process.pid),
     });
     expect(safeName("../ep 1/x")).toBe("ep-1-x");
     // Long ids that differ only in their tail (scenario, attempt) keep distinct names.
@@ -131,16 +183,53 @@ describe("reaper decisions", () => {
 });
 
 describe("firewall rules", () => {
-  it("accept replies, the meter port from meter bridges only, drop the rest", () => {
+  it("accept replies, nothing from agent bridges, the meter port from the rest sent here; drop the rest", () => {
     expect(chainRules(4, 8790)).toEqual([
       "-A TRAJRL-EPISODE -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
-      "-A TRAJRL-EPISODE -i tjm+ -p tcp -m tcp --dport 8790 -j ACCEPT",
+      "-A TRAJRL-EPISODE -i tja+ -j DROP",
+      "-A TRAJRL-EPISODE -p tcp -m tcp --dport 8790 -j ACCEPT",
       "-A TRAJRL-EPISODE -j DROP",
     ]);
     expect(chainRules(6, 8790)).toEqual([
       "-A TRAJRL-EPISODE -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+      "-A TRAJRL-EPISODE -i tja+ -j DROP",
       "-A TRAJRL-EPISODE -j DROP",
     ]);
+  });
+
+  it("sends episode bridges and, where the interfaces are ethN (the daemon's container), the pool to the chain", () => {
+    expect(jumpRules(4)).toEqual([
+      ["-i", "tja+", "-j", "TRAJRL-EPISODE"],
+      ["-i", "tjm+", "-j", "TRAJRL-EPISODE"],
+    ]);
+    // iptables prints (and -C matches) the network address, whatever host bits the setting carries.
+    expect(jumpRules(4, "10.213.7.9/16").at(-1)).toEqual(["-s", "10.213.0.0/16", "-j", "TRAJRL-EPISODE"]);
+    expect(jumpRules(6, "10.213.0.0/16")).toHaveLength(2);
+    expect(canonicalCidr("172.30.255.1/20")).toBe("172.30.240.0/20");
+  });
+});
+
+describe("DNS out of an episode (CVE-2024-29018)", () => {
+  it("names the engines whose embedded resolver forwards internal networks' queries through the host", () => {
+    const affected = (v: string) => engineDnsVerdict(v).affected;
+    // Debian bookworm's package: its changelog carries CVE-2024-41110 only.
+    expect(affected("20.10.24+dfsg1")).toBe(true);
+    expect(engineDnsVerdict("20.10.24+dfsg1").reason).toContain("Debian");
+    expect(affected("23.0.10")).toBe(true);
+    expect(affected("23.0.11")).toBe(false);
+    expect(affected("24.0.9")).toBe(true);
+    expect(affected("25.0.3")).toBe(true);
+    expect(affected("25.0.4")).toBe(false);
+    expect(affected("26.0.0")).toBe(false);
+    expect(affected("28.2.2")).toBe(false);
+    expect(affected("26.1.5+dfsg1")).toBe(false);
+    expect(affected("nightly")).toBe(true);
+  });
+
+  it("gives every container an upstream resolver on its own loopback, whatever its network", () => {
+    const base = { name: "x", image: "i", labels: {}, limits: SIDECAR_LIMITS };
+    for (const network of [{ kind: "none" as const }, { kind: "network" as const, name: "n" }])
+      expect(createOptions({ ...base, network }).HostConfig?.Dns).toEqual(["127.0.0.1"]);
   });
 });
 

@@ -10,6 +10,7 @@ import {
   decideHealth,
   dockerProbe,
   type ProbeResult,
+  stillStale,
 } from "../../src/web/health.js";
 
 const OK: ProbeResult = { ok: true, checkedAt: 1 };
@@ -18,7 +19,7 @@ const NOW = 1_000_000;
 describe("decideHealth", () => {
   it("is 200 only when loops tick, the database writes and Docker answers", () => {
     const r = decideHealth({ staleLoops: [], database: OK, docker: OK }, NOW);
-    expect(r).toMatchObject({ ok: true, status: 200, reasons: [] });
+    expect(r).toMatchObject({ ok: true, state: "healthy", status: 200, ready: true, reasons: [] });
     expect(r.checks.loops).toEqual({ ok: true, stale: [] });
   });
 
@@ -64,6 +65,65 @@ describe("decideHealth", () => {
       { check: "database", code: "db_not_writable", message: "attempt to write a readonly database" },
       { check: "docker", code: "docker_unreachable", message: "Docker at /x.sock: connect ENOENT" },
     ]);
+  });
+});
+
+describe("decideHealth: degraded", () => {
+  const chain = { code: "chain_unreachable", message: "chain: connect ECONNREFUSED", since: NOW - 301_000 };
+  const platform = { code: "platform_unreachable", message: "winner/current: 502", since: NOW - 10_000 };
+
+  it("is degraded (not ready, still live) once the chain or the platform is unreachable past the threshold", () => {
+    const r = decideHealth({ staleLoops: [], database: OK, docker: OK, alarms: [chain, platform] }, NOW);
+    expect(r).toMatchObject({ ok: true, state: "degraded", status: 200, ready: false });
+    expect(r.checks.upstreams).toEqual({ ok: false, unreachable: ["chain"], degradedAfterMs: 300_000 });
+    // The platform alarm is 10 s old: a blip, not yet a reason.
+    expect(r.reasons).toEqual([
+      {
+        check: "chain",
+        code: "chain_unreachable",
+        message: "chain unreachable for 5m01s (threshold 5m00s): chain: connect ECONNREFUSED",
+      },
+    ]);
+    const later = decideHealth(
+      { staleLoops: [], database: OK, docker: OK, alarms: [chain, platform], degradedAfterMs: 5_000 },
+      NOW,
+    );
+    expect(later.checks.upstreams.unreachable).toEqual(["chain", "platform"]);
+    expect(later.reasons[0]!.message).toMatch(/^chain unreachable for 5m01s \(threshold 5\.0s\)/);
+  });
+
+  it("other alarms do not degrade; a liveness failure outranks degraded", () => {
+    const other = { code: "consensus_divergence", message: "x", since: 0 };
+    expect(decideHealth({ staleLoops: [], database: OK, docker: OK, alarms: [other] }, NOW)).toMatchObject({
+      state: "healthy",
+      ready: true,
+    });
+    const down: ProbeResult = { ok: false, error: "Docker gone", checkedAt: 1 };
+    const r = decideHealth({ staleLoops: [], database: OK, docker: down, alarms: [chain] }, NOW);
+    expect(r).toMatchObject({ ok: false, state: "unhealthy", status: 503, ready: false });
+    expect(r.reasons.map((x) => x.check)).toEqual(["docker", "chain"]);
+  });
+});
+
+describe("stillStale", () => {
+  it("a loop retrying after a failure may back off for minutes; a silent loop that last succeeded may not", () => {
+    const backingOff = {
+      name: "winner",
+      intervalMs: 10_000,
+      lastTickAt: NOW - 200_000,
+      lastError: { at: NOW - 200_000 },
+    };
+    const quiet = {
+      name: "eval",
+      intervalMs: 10_000,
+      lastTickAt: NOW - 200_000,
+      lastError: { at: NOW - 900_000 },
+    };
+    const never = { name: "heartbeat", intervalMs: 10_000 };
+    expect(stillStale([backingOff, quiet, never], NOW).map((l) => l.name)).toEqual(["eval", "heartbeat"]);
+    // Past the grace even a backing-off loop is reported: no backoff is that long.
+    const long = { ...backingOff, lastTickAt: NOW - 16 * 60_000, lastError: { at: NOW - 16 * 60_000 } };
+    expect(stillStale([long], NOW)).toEqual([long]);
   });
 });
 

@@ -4,7 +4,8 @@ import { LiveStatus } from "../../src/status/index.js";
 import type { EvaluationRow } from "../../src/store/index.js";
 import { openDb } from "../../src/store/index.js";
 import { duration, shortKey, usd, weightShares } from "../../src/web/format.js";
-import { esc, renderMain, renderPage, verdictChart } from "../../src/web/html.js";
+import { decideHealth } from "../../src/web/health.js";
+import { esc, renderHeader, renderMain, renderPage, verdictChart } from "../../src/web/html.js";
 import {
   deriveAlarms,
   runningEvaluation,
@@ -327,6 +328,40 @@ describe("the terminal summary", () => {
     expect(text).toMatch(/binary-flag-hunt\s+running\s+1\s+\S+\s+\[#########\.\]\s+\$0\.2700 \/ \$0\.3000/);
     expect(text).toMatch(/rejected missing_skill_md/);
     expect(text).toMatch(/qwen3\.8-27b\s+2\s+\$0\.0100\s+1\s+0/);
+  });
+
+  it("puts health and the worst alarm in the header line, and on the page's header", () => {
+    const s = snapshotOf();
+    s.health = decideHealth(
+      {
+        staleLoops: [],
+        database: { ok: true, checkedAt: NOW },
+        docker: { ok: true, checkedAt: NOW },
+        alarms: [{ code: "chain_unreachable", message: "chain: down", since: NOW - 600_000 }],
+      },
+      NOW,
+    );
+    s.alarms = [
+      {
+        code: "chain_unreachable",
+        message: "chain: down",
+        severity: "error",
+        since: NOW - 600_000,
+        lastSeen: NOW,
+        count: 3,
+        source: "live",
+      },
+      ...s.alarms,
+    ];
+    const head = renderText(s).split("\n")[0]!;
+    expect(head).toMatch(/ · DEGRADED \(chain\) · ALARM chain_unreachable \(10m00s ago\) \+1$/);
+    expect(renderText(s)).toContain("  ! chain: chain unreachable for 10m00s (threshold 5m00s): chain: down");
+    const page = renderHeader(s);
+    expect(page).toContain('<span class="pill warn" id="health"');
+    expect(page).toContain(">degraded: chain</span>");
+    expect(page).toMatch(
+      /<span class="pill bad" id="worst-alarm" title="chain: down">chain_unreachable \+1<\/span>/,
+    );
   });
 
   it("does not pass terminal control sequences through", () => {

@@ -1,0 +1,512 @@
+/**
+ * The compose deployment as an operator runs it (issue 26): the image built by
+ * scripts/validator-image.mjs, docker/docker-compose.validator.yml started with the README's own
+ * `docker compose -f docker/docker-compose.validator.yml …` commands from a scratch copy of the
+ * project (its own COMPOSE_PROJECT_NAME, image tag, wallets, port), then:
+ * - a WALLETS_DIR that does not exist fails `up`, and nothing is created on the host;
+ * - a wallet without the hotkey holds the daemon back (no restart loop) with the host-side fix named,
+ *   in the logs, in `check` and in the container's health, and the daemon starts once it is fixed;
+ * - settings of .env.validator the container fixes are named at start with their docker/.env place;
+ * - with the local network's override (docker-compose.localnet.yml) `up` evaluates the epoch, posts the
+ *   verdict and sets weights, as the status page shows; while the daemon's evaluation runs, nothing
+ *   of its container answers on an episode's meter network but the meter port (the status page
+ *   answers on the host's loopback); killed and started again mid-evaluation, the daemon reaps the
+ *   old process's leftovers at once (same hostname, same pid: the boot label tells them apart);
+ * - the documented exec commands work (status, check, images prune --dry-run, eval), as the daemon's
+ *   identity (nothing in /data is left root's);
+ * - health degrades (readiness, container health, `status`) when the chain goes away;
+ * - a plain `up -d` pulls nothing, makes no anonymous volume, and names everything by the project.
+ *
+ * Everything made here is labelled trajrl.test=deploy-compose or belongs to the scratch compose
+ * project, and is removed at the end (`down -v`); the image tag is removed without its layers.
+ */
+import { execFile } from "node:child_process";
+import { chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import type Docker from "dockerode";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { StatusSnapshot } from "../../src/web/index.js";
+import { type TestWallet, writeWallet } from "../helpers/daemon.js";
+import { requireDocker } from "../helpers/docker.js";
+
+const pexec = promisify(execFile);
+const root = new URL("../..", import.meta.url).pathname;
+const LABEL = "trajrl.test=deploy-compose";
+const TAG = `trajrl-test/validator:deploy-${process.pid}`;
+const PROJECT = `trajrltest${process.pid}`;
+const COMPOSE = ["compose", "-f", "docker/docker-compose.validator.yml"];
+
+interface Run {
+  code: number;
+  out: string;
+  err: string;
+}
+
+async function sh(cmd: string, args: string[], opts: { cwd?: string; timeout?: number } = {}): Promise<Run> {
+  try {
+    const r = await pexec(cmd, args, {
+      cwd: opts.cwd ?? root,
+      timeout: opts.timeout ?? 120_000,
+      maxBuffer: 64 << 20,
+    });
+    return { code: 0, out: r.stdout, err: r.stderr };
+  } catch (e) {
+    const x = e as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof x.code === "number" ? x.code : 1, out: x.stdout ?? "", err: x.stderr ?? "" };
+  }
+}
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+async function until<T>(what: string, fn: () => Promise<T | undefined>, ms: number, every = 500): Promise<T> {
+  const deadline = performance.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, every));
+  }
+}
+
+/** A scratch copy of the project as an operator lays it out: the compose file, docker/.env, .env.validator. */
+class Project {
+  readonly dir = mkdtempSync(join(tmpdir(), "deploy-compose-"));
+  readonly wallets = join(this.dir, "wallets");
+  statusPort = 0;
+
+  constructor() {
+    mkdirSync(join(this.dir, "docker"));
+    for (const f of ["docker-compose.validator.yml", "docker-compose.localnet.yml"])
+      copyFileSync(join(root, "docker", f), join(this.dir, "docker", f));
+    // Only what the test needs: the healthcheck's timing (the image's 300 s start period would make
+    // Docker's own verdict wait five minutes).
+    writeFileSync(
+      join(this.dir, "docker/test-health.yml"),
+      "services:\n  validator:\n    healthcheck:\n      interval: 2s\n      timeout: 5s\n      retries: 1\n      start_period: 1s\n",
+    );
+  }
+
+  writeEnv(dockerEnv: Record<string, string>, validatorEnv: Record<string, string>): void {
+    const lines = (o: Record<string, string>) =>
+      `${Object.entries(o)
+        .map(([k, v]) => `${k}=${v}`)
+        .join("\n")}\n`;
+    writeFileSync(
+      join(this.dir, "docker/.env"),
+      lines({
+        COMPOSE_PROJECT_NAME: PROJECT,
+        VALIDATOR_IMAGE: TAG,
+        STATUS_PORT: String(this.statusPort),
+        WALLETS_DIR: this.wallets,
+        ...dockerEnv,
+      }),
+    );
+    writeFileSync(join(this.dir, ".env.validator"), lines(validatorEnv));
+  }
+
+  compose(args: string[], timeout = 180_000, extraFiles: string[] = []): Promise<Run> {
+    const files = extraFiles.flatMap((f) => ["-f", f]);
+    return sh("docker", [...COMPOSE, ...files, ...args], { cwd: this.dir, timeout });
+  }
+}
+
+/** The validator's settings; the chain and the platform answer nowhere until the local network's override points them at it. */
+const OFFLINE_ENV = {
+  LLM_API_KEY: "",
+  NETWORK: "finney",
+  SUBTENSOR_ENDPOINT: "ws://127.0.0.1:9",
+  TRAJECTORYRL_API_BASE_URL: "http://127.0.0.1:9",
+  EVAL_POLL_INTERVAL_S: "1",
+  WEIGHTS_INTERVAL_S: "1",
+  DEGRADED_AFTER_S: "5",
+  ENGY_SIM_LATENCY_SCALE: "0.3",
+  EVAL_ENABLED: "1",
+};
+
+let docker: Docker;
+let p: Project;
+let wallet: TestWallet;
+const probes: string[] = [];
+
+beforeAll(async () => {
+  docker = await requireDocker();
+  const v = await sh("docker", ["compose", "version", "--short"]);
+  if (v.code !== 0) throw new Error("`docker compose` is missing: run bash scripts/web-deps.sh");
+  const b = await sh("node", ["scripts/validator-image.mjs", "build", "--tag", TAG, "--label", LABEL], {
+    timeout: 25 * 60_000,
+  });
+  if (b.code !== 0) throw new Error(`image build failed:\n${b.err.slice(-4000)}\n${b.out.slice(-2000)}`);
+  p = new Project();
+  p.statusPort = await freePort();
+}, 26 * 60_000);
+
+afterAll(async () => {
+  for (const id of probes) await sh("docker", ["rm", "-f", id]);
+  if (p) {
+    const down = await p.compose(["down", "-v", "--remove-orphans", "--timeout", "20"]);
+    expect(down.code, down.err).toBe(0);
+    rmSync(p.dir, { recursive: true, force: true });
+  }
+  await docker
+    ?.getImage(TAG)
+    .remove({ noprune: true })
+    .catch(() => {});
+}, 180_000);
+
+const validatorName = () => `${PROJECT}_validator`;
+
+async function logsOf(name: string): Promise<string> {
+  const r = await sh("docker", ["logs", name]);
+  return r.out + r.err;
+}
+
+describe("compose deployment: wallets", () => {
+  it("a WALLETS_DIR that does not exist fails `up` with its path, and creates nothing there", async () => {
+    const missing = join(p.dir, "no-such-wallets");
+    p.writeEnv({ WALLETS_DIR: missing }, OFFLINE_ENV);
+    const r = await p.compose(["up", "-d"]);
+    expect(r.code).not.toBe(0);
+    expect(r.err + r.out).toContain(missing);
+    expect(r.err + r.out).toMatch(/does not exist/);
+    expect(existsSync(missing)).toBe(false);
+    await p.compose(["down", "--timeout", "5"]);
+  }, 240_000);
+
+  it("a wallet without the hotkey holds the daemon back with the host-side fix named, then it starts once fixed", async () => {
+    mkdirSync(join(p.wallets, "somebody/hotkeys"), { recursive: true });
+    chownSync(p.wallets, 4242, 4242);
+    p.writeEnv({}, { ...OFFLINE_ENV, DATA_DIR: "./data", STATUS_PORT: "9999" });
+    const up = await p.compose(["up", "-d"], 240_000, ["docker/test-health.yml"]);
+    expect(up.code, up.err).toBe(0);
+
+    const held = await until(
+      "the wallet message",
+      async () => {
+        const l = await logsOf(validatorName());
+        return l.includes("the daemon starts once this is fixed") ? l : undefined;
+      },
+      90_000,
+    );
+    expect(held).toContain(
+      `no hotkey validator/hotkeys/default in the wallets directory mounted from the host (${p.wallets}; WALLETS_DIR in docker/.env). Wallets there: somebody.`,
+    );
+    // The settings the container fixes are named with where to set them instead.
+    expect(held).toContain("DATA_DIR=./data (set in .env.validator) is not used in the container");
+    expect(held).toContain(
+      "STATUS_PORT=9999 (set in .env.validator) is not used in the container: choose the host's port with STATUS_PORT in docker/.env. Using STATUS_PORT=8080.",
+    );
+    // No restart loop: the container keeps running, and Docker's health says why.
+    const info = await docker.getContainer(validatorName()).inspect();
+    expect(info.State.Running).toBe(true);
+    expect(info.RestartCount).toBe(0);
+    const health = await until(
+      "unhealthy with the reason",
+      async () => {
+        const h = (await docker.getContainer(validatorName()).inspect()).State.Health;
+        return h?.Status === "unhealthy" ? h : undefined;
+      },
+      60_000,
+    );
+    expect(health.Log.at(-1)?.Output).toContain(
+      "the validator waits for a set-up fix: hotkey file not found",
+    );
+    // The preflight says the same, as the documented exec.
+    const check = await p.compose([
+      "exec",
+      "-T",
+      "validator",
+      "trajrl-validator",
+      "check",
+      "--only",
+      "wallet",
+    ]);
+    expect(check.code).toBe(1);
+    expect(check.out).toContain("WALLETS_DIR in docker/.env");
+
+    // Fixed on the host: the daemon starts by itself.
+    wallet = await writeWallet(p.dir);
+    for (const d of [
+      "wallets",
+      "wallets/validator",
+      "wallets/validator/hotkeys",
+      "wallets/validator/hotkeys/default",
+    ])
+      chownSync(join(p.dir, d), 4242, 4242);
+    await until(
+      "daemon.starting",
+      async () => ((await logsOf(validatorName())).includes('"daemon.starting"') ? true : undefined),
+      90_000,
+      1000,
+    );
+  }, 420_000);
+});
+
+describe("compose deployment on the local network (docker-compose.localnet.yml)", () => {
+  const LOCALNET = ["docker/docker-compose.localnet.yml", "docker/test-health.yml"];
+  let self = "";
+
+  /** /proc/<pid> of the daemon's `run` process inside the validator container, with its owner. */
+  async function daemonProcess(): Promise<{ uid: number; pid: number } | undefined> {
+    const r = await sh("docker", [
+      "exec",
+      validatorName(),
+      "sh",
+      "-c",
+      `for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); case "$c" in "node /app/bin/trajrl-validator.js run"*) stat -c '%u %n' $p ;; esac; done`,
+    ]);
+    const m = /^(\d+) \/proc\/(\d+)$/m.exec(r.out);
+    return m ? { uid: Number(m[1]), pid: Number(m[2]) } : undefined;
+  }
+
+  async function statusDoc(): Promise<StatusSnapshot | undefined> {
+    const r = await fetch(`http://127.0.0.1:${p.statusPort}/api/status`).catch(() => undefined);
+    return r?.status === 200 ? ((await r.json()) as StatusSnapshot) : undefined;
+  }
+
+  it(
+    "`up` evaluates the epoch, and while it runs only the meter port of the daemon's container answers on an episode's network; a restarted daemon reaps the old one's leftovers at once; the verdict is posted and weights set",
+    async () => {
+      p.writeEnv({}, { ...OFFLINE_ENV, EVAL_POLL_INTERVAL_S: "2" });
+      const up = await p.compose(["up", "-d"], 300_000, LOCALNET);
+      expect(up.code, up.err).toBe(0);
+      self = (await docker.getContainer(validatorName()).inspect()).Id;
+
+      // 1. An episode's meter network of the daemon's own evaluation, and a probe on it.
+      const net = await until(
+        "an episode meter network of the daemon's container",
+        async () => {
+          const nets = await docker.listNetworks({
+            filters: { label: ["trajrl.role=net-meter", `trajrl.container=${self}`] },
+          });
+          return nets[0];
+        },
+        10 * 60_000,
+        250,
+      );
+      const oldSession = net.Labels!["trajrl.session"]!;
+      const oldPid = Number(net.Labels!["trajrl.pid"]);
+      const subnet = net.IPAM?.Config?.[0]?.Subnet as string;
+      const base = subnet.split("/")[0]!.split(".").map(Number);
+      const probeIp = [...base.slice(0, 3), base[3]! + 12].join(".");
+      const probe = await sh("docker", [
+        "run",
+        "-d",
+        "--label",
+        LABEL,
+        "--network",
+        net.Name,
+        "--ip",
+        probeIp,
+        "--entrypoint",
+        "sleep",
+        "debian:bookworm-slim",
+        "600",
+      ]);
+      expect(probe.code, probe.err).toBe(0);
+      probes.push(probe.out.trim());
+      const daemonIp = await until(
+        "the daemon's address on the meter network",
+        async () => {
+          const n = await docker
+            .getNetwork(net.Id)
+            .inspect()
+            .catch(() => undefined);
+          const ep = (n?.Containers as Record<string, { IPv4Address: string }> | undefined)?.[self];
+          return ep?.IPv4Address.split("/")[0];
+        },
+        30_000,
+      );
+      // Every port anything listens on in the daemon's network namespace, tried from the probe.
+      const scan = async () => {
+        const tcp = await sh("docker", ["exec", validatorName(), "cat", "/proc/net/tcp", "/proc/net/tcp6"]);
+        const ports = new Set<number>();
+        for (const l of tcp.out.split("\n").slice(1)) {
+          const f = l.trim().split(/\s+/);
+          if (f[3] === "0A") ports.add(Number.parseInt(f[1]!.split(":").at(-1)!, 16));
+        }
+        const script = [...ports]
+          .map(
+            (port) =>
+              `(timeout 3 bash -c 'exec 3<>/dev/tcp/${daemonIp}/${port}' 2>/dev/null && echo "${port}=open" || echo "${port}=closed") &`,
+          )
+          .join("\n");
+        const r = await sh("docker", ["exec", probe.out.trim(), "bash", "-c", `${script}\nwait`]);
+        const res: Record<number, string> = {};
+        for (const m of r.out.matchAll(/^(\d+)=(open|closed)$/gm)) res[Number(m[1])] = m[2]!;
+        return { ports: [...ports].sort((a, b) => a - b), res };
+      };
+      const seen = await until(
+        "a scan while the meter listens",
+        async () => {
+          const sc = await scan();
+          return sc.res[8790] === "open" ? sc : undefined;
+        },
+        120_000,
+        250,
+      );
+      // The status page listens in there (0.0.0.0:8080) and answers on the host's loopback …
+      expect(seen.ports).toContain(8080);
+      expect((await fetch(`http://127.0.0.1:${p.statusPort}/api/status`)).status).toBe(200);
+      // … but from the episode's network only the meter answers.
+      const open = Object.entries(seen.res)
+        .filter(([, v]) => v === "open")
+        .map(([k]) => Number(k));
+      expect(open).toEqual([8790]);
+      expect(Object.keys(seen.res)).toHaveLength(seen.ports.length);
+
+      // 2. The daemon's container killed mid-evaluation and started again: same hostname, and the new
+      // daemon gets the old one's pid; the old process's leftovers go at its start-up sweep.
+      const left = async () => {
+        const filters = { label: [`trajrl.session=${oldSession}`] };
+        const [cs, ns] = await Promise.all([
+          docker.listContainers({ all: true, filters }),
+          docker.listNetworks({ filters }),
+        ]);
+        return cs.length + ns.length;
+      };
+      expect(await left()).toBeGreaterThan(0);
+      expect((await sh("docker", ["kill", validatorName()])).code).toBe(0);
+      expect(await left()).toBeGreaterThan(0);
+      expect((await sh("docker", ["start", validatorName()])).code).toBe(0);
+      const restarted = await until("the restarted daemon", daemonProcess, 60_000);
+      expect(restarted.pid).toBe(oldPid);
+      await until(
+        "the old process's leftovers reaped",
+        async () => ((await left()) === 0 ? true : undefined),
+        120_000,
+        1000,
+      );
+
+      // 3. The resumed evaluation ends in a verdict the platform accepts, and weights on the chain,
+      // both on the status page.
+      const done = await until(
+        "a delivered verdict and included weights on the status page",
+        async () => {
+          const st = await statusDoc();
+          return st && (st.outbox.counts.delivered ?? 0) >= 1 && st.weights.last?.outcome === "included"
+            ? st
+            : undefined;
+        },
+        12 * 60_000,
+        2000,
+      );
+      expect(done.node.network).toBe("local");
+      expect(done.verdicts[0]?.status).toBe("scored");
+      expect(String(done.verdicts[0]?.epochId)).toBe("1000");
+      const localnetLog = await logsOf(`${PROJECT}_localnet`);
+      expect(localnetLog).toContain('"msg":"localnet.verdict_posted"');
+      expect(localnetLog).toContain('"msg":"localnet.weights_set"');
+      // Healthy while the chain and the platform answer.
+      expect((await fetch(`http://127.0.0.1:${p.statusPort}/readyz`)).status).toBe(200);
+    },
+    30 * 60_000,
+  );
+
+  it(
+    "the documented exec commands work, as the daemon's identity",
+    async () => {
+      const run = (...args: string[]) =>
+        p.compose(["exec", "-T", "validator", "trajrl-validator", ...args], 600_000, LOCALNET);
+      const version = await run("--version");
+      expect(version.code, version.err).toBe(0);
+      expect(version.out.trim()).toMatch(/^\d+\.\d+\.\d+/);
+      const status = await run("status");
+      expect(status.code, status.out).toBe(0);
+      expect(status.out).toContain("(live, from the daemon at http://127.0.0.1:8080)");
+      expect(status.out).toMatch(/WEIGHTS\s+included/);
+      const prune = await run("images", "prune", "--dry-run");
+      expect(prune.code, prune.err + prune.out).toBe(0);
+      const check = await run("check");
+      expect(check.code, check.out + check.err).toBe(0);
+      expect(check.out).toContain(`ok    wallet    validator/default: ${wallet.ss58}`);
+      expect(check.out).toMatch(
+        /^ok {4}chain {5}.*\(local\) at block \d+, netuid 11: uid 3, validator permit$/m,
+      );
+      expect(check.out).toMatch(/^ok {4}platform {2}http:\/\/localnet:8088: .*\(signed request accepted\)$/m);
+      expect(check.out).toMatch(
+        /^ok {4}firewall {2}host chain kept by \S+_firewall \(healthy\); own chain for 10\.213\.0\.0\/16 installed$/m,
+      );
+      // An evaluation by hand, as the daemon's identity: nothing in /data is left root's.
+      await sh("docker", ["cp", join(root, "examples/packs/pin.json"), `${validatorName()}:/tmp/pin.json`]);
+      const ev = await run("eval", "/tmp/pin.json", "--scenarios", "binary-flag-hunt", "--json");
+      expect(ev.code, `${ev.err.slice(-3000)}\n${ev.out.slice(-2000)}`).toBe(0);
+      const rootOwned = await sh("docker", ["exec", validatorName(), "find", "/data", "-user", "0"]);
+      expect(rootOwned.out.trim()).toBe("");
+      expect((await daemonProcess())?.uid).toBe(4242);
+    },
+    12 * 60_000,
+  );
+
+  it("health degrades when the chain (and the platform) go away: readiness, Docker's health, status", async () => {
+    const stop = await p.compose(["stop", "localnet"], 120_000, LOCALNET);
+    expect(stop.code, stop.err).toBe(0);
+    const body = await until(
+      "/readyz degraded by the chain",
+      async () => {
+        const r = await fetch(`http://127.0.0.1:${p.statusPort}/readyz`);
+        const b = (await r.json()) as { state: string; checks: { upstreams: { unreachable: string[] } } };
+        return r.status === 503 && b.checks.upstreams.unreachable.includes("chain") ? b : undefined;
+      },
+      240_000,
+      1000,
+    );
+    expect(body.state).toBe("degraded");
+    expect((await fetch(`http://127.0.0.1:${p.statusPort}/healthz`)).status).toBe(200);
+    const health = await until(
+      "Docker's health verdict",
+      async () => {
+        const h = (await docker.getContainer(validatorName()).inspect()).State.Health;
+        return h?.Status === "unhealthy" && h.Log.at(-1)?.Output.startsWith("degraded") ? h : undefined;
+      },
+      60_000,
+    );
+    expect(health.Log.at(-1)?.Output).toMatch(/^degraded \(503\): .*chain unreachable for/);
+    const status = await p.compose(
+      ["exec", "-T", "validator", "trajrl-validator", "status"],
+      120_000,
+      LOCALNET,
+    );
+    expect(status.code).toBe(1);
+    expect(status.out.split("\n")[0]).toMatch(/ · DEGRADED \([a-z, ]*chain[a-z, ]*\) · ALARM /);
+  }, 360_000);
+
+  it("a plain `up -d` pulled nothing, made no anonymous volume, and named everything by the project", async () => {
+    const all = await docker.listContainers({
+      all: true,
+      filters: { label: [`com.docker.compose.project=${PROJECT}`] },
+    });
+    expect(all.map((c) => c.Names[0]).sort()).toEqual([
+      `/${PROJECT}_firewall`,
+      `/${PROJECT}_localnet`,
+      `/${PROJECT}_validator`,
+    ]);
+    for (const c of all) {
+      expect(c.Image).toBe(TAG);
+      // Only the mounts the compose files name: no anonymous /data volume behind the other containers.
+      const info = await docker.getContainer(c.Id).inspect();
+      for (const m of info.Mounts)
+        expect(m.Type === "volume" ? m.Name : m.Source).not.toMatch(/^[0-9a-f]{64}$/);
+    }
+    expect((await docker.getContainer(`${PROJECT}_firewall`).inspect()).Mounts).toEqual([]);
+    expect(
+      (await docker.getContainer(validatorName()).inspect()).Config.Labels?.[
+        "com.centurylinklabs.watchtower.enable"
+      ],
+    ).toBe("false");
+    const nets = await docker.listNetworks({ filters: { label: [`com.docker.compose.project=${PROJECT}`] } });
+    expect(nets.map((n) => n.Name)).toEqual([`${PROJECT}_default`]);
+    // Watchtower is only in the autoupdate profile.
+    expect(await docker.listContainers({ all: true, filters: { name: [`${PROJECT}_watchtower`] } })).toEqual(
+      [],
+    );
+  }, 60_000);
+});

@@ -1,0 +1,106 @@
+/**
+ * `trajrl-validator localnet` as an operator runs it (a child process on loopback): it registers the
+ * wallet's hotkey, opens one challenge epoch, prints the settings to point a validator at, and a
+ * validator's preflight pointed there finds its hotkey registered with a permit and the epoch open.
+ * The whole loop (evaluation, verdict, weights) runs in test/integration/deploy-compose.test.ts.
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type TestWallet, writeWallet } from "../helpers/daemon.js";
+
+const root = new URL("../..", import.meta.url).pathname;
+let dir: string;
+let wallet: TestWallet;
+let child: ChildProcess;
+let stderr = "";
+let stdout = "";
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "localnet-cli-"));
+  wallet = await writeWallet(dir);
+  child = spawn(
+    process.execPath,
+    ["--import", "tsx", join(root, "src/cli.ts"), "localnet", "--chain-port", "0", "--platform-port", "0"],
+    {
+      cwd: root,
+      env: { PATH: process.env.PATH ?? "", HOME: "/nonexistent", WALLET_PATH: wallet.walletPath },
+    },
+  );
+  child.stderr!.on("data", (b: Buffer) => {
+    stderr += b.toString();
+  });
+  child.stdout!.on("data", (b: Buffer) => {
+    stdout += b.toString();
+  });
+  const deadline = performance.now() + 60_000;
+  while (!stderr.includes("EVAL_ENABLED=1") && performance.now() < deadline)
+    await new Promise((r) => setTimeout(r, 100));
+}, 90_000);
+
+afterAll(async () => {
+  if (child && child.exitCode === null) {
+    const exited = new Promise((r) => child.once("exit", r));
+    child.kill("SIGTERM");
+    await exited;
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("trajrl-validator localnet", () => {
+  it("registers this wallet's hotkey, opens an epoch with the pin pack, and says what to point the validator at", async () => {
+    expect(stderr).toContain(`validator ${wallet.ss58} registered at uid 3 with a validator permit`);
+    expect(stderr).toMatch(/challenge epoch 1000: pack [0-9a-f]{12} \(pin\.json\), spec 900/);
+    const env =
+      /NETWORK=local SUBTENSOR_ENDPOINT=(\S+) TRAJECTORYRL_API_BASE_URL=(\S+) NETUID=11 EVAL_ENABLED=1/.exec(
+        stderr,
+      );
+    expect(env).not.toBeNull();
+    const ready = JSON.parse(stdout.split("\n").find((l) => l.includes('"localnet.ready"'))!);
+    expect(ready).toMatchObject({ NETWORK: "local", validator: wallet.ss58, uid: 3, epoch: 1000, spec: 900 });
+
+    // A validator pointed there: its preflight finds the registration and the open epoch.
+    const check = await new Promise<{ code: number; out: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        [
+          "--import",
+          "tsx",
+          join(root, "src/cli.ts"),
+          "check",
+          "--only",
+          "wallet,chain,platform",
+          "--timeout",
+          "8000",
+        ],
+        {
+          cwd: root,
+          env: {
+            PATH: process.env.PATH ?? "",
+            HOME: "/nonexistent",
+            WALLET_PATH: wallet.walletPath,
+            NETWORK: "local",
+            SUBTENSOR_ENDPOINT: env![1]!,
+            TRAJECTORYRL_API_BASE_URL: env![2]!,
+          },
+          timeout: 60_000,
+        },
+        (err, out) => resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, out }),
+      );
+    });
+    expect(check.code, check.out).toBe(0);
+    expect(check.out).toMatch(
+      /^ok {4}chain {5}.*\(local\) at block \d+, netuid 11: uid 3, validator permit$/m,
+    );
+    expect(check.out).toMatch(/^ok {4}platform .*challenge epoch 1000 open \(signed request accepted\)$/m);
+  }, 90_000);
+
+  it("stops on SIGTERM and says what it saw", async () => {
+    const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+    child.kill("SIGTERM");
+    expect(await exited).toBe(0);
+    expect(stdout).toMatch(/"verdicts":0,"weights":0,"msg":"localnet\.stopped"/);
+  }, 30_000);
+});
