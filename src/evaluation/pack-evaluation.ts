@@ -147,7 +147,10 @@ export async function evaluatePack(
   try {
     prepared = await env.bench.prepare(resolved, {
       ...(req.signal ? { signal: req.signal } : {}),
-      ...(req.onBenchProgress ? { onProgress: req.onBenchProgress } : {}),
+      onProgress: (p) => {
+        env.observer.benchProgress?.(p);
+        req.onBenchProgress?.(p);
+      },
     });
   } catch (err) {
     if (isAbortError(err) || req.signal?.aborted)
@@ -156,6 +159,7 @@ export async function evaluatePack(
     const e = toValidatorError(err);
     env.log.error({ code: e.code, err: e.message }, "evaluation.bench_unavailable");
     env.observer.raise("bench_unavailable", `${env.bench.label}: ${e.message}`, "error");
+    env.observer.endEvaluation();
     return { kind: "discarded", evaluationId: "", code: e.code, message: e.message };
   }
   const bench: BenchFacts = {

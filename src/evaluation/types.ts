@@ -1,4 +1,4 @@
-import type { BenchSource } from "../bench/index.js";
+import type { BenchProgress, BenchSource } from "../bench/index.js";
 import type { EpisodeMeter, EpisodeTimeouts } from "../episode/index.js";
 import type { FailureClass } from "../errors.js";
 import type { Logger } from "../log.js";
@@ -171,6 +171,8 @@ export interface EvaluationObserver {
   }): void;
   endEvaluation(): void;
   raise(code: string, message: string, severity?: "warn" | "error"): void;
+  /** Image builds and pulls while the bench is prepared (the status page shows them). */
+  benchProgress?(p: BenchProgress): void;
 }
 
 /** The settings an evaluation reads, taken from the configuration once by the composition root. */

@@ -79,11 +79,23 @@ export interface EpisodeEndEvent {
   failureCode?: string;
 }
 
+/** An image being built or pulled for the next evaluation (the bench's progress). */
+export interface ImageProgressView {
+  image: string;
+  ref: string;
+  phase: "pulling" | "building" | "ready" | "cached" | "fallback";
+  bytes?: number;
+  totalBytes?: number;
+  note?: string;
+  at: number;
+}
+
 export interface LiveStatusEvents {
   loop: [LoopState];
   alarm: [Alarm | { code: string; cleared: true }];
   epoch: [EpochView | null];
   evaluation: [EvaluationView | null];
+  image: [ImageProgressView];
   progress: [EvaluationEvent];
   meterCall: [MeterCallEvent];
   weights: [WeightsEvent];
@@ -96,6 +108,7 @@ export class LiveStatus extends EventEmitter<LiveStatusEvents> {
   readonly alarms = new Map<string, Alarm>();
   epoch: EpochView | null = null;
   evaluation: EvaluationView | null = null;
+  private readonly images = new Map<string, ImageProgressView>();
   lastWeights: WeightsEvent | null = null;
 
   constructor(private readonly now: () => number = Date.now) {
@@ -174,7 +187,15 @@ export class LiveStatus extends EventEmitter<LiveStatusEvents> {
     this.emit("progress", e);
   }
 
+  /** Image builds and pulls while an evaluation's bench is prepared (kept until the evaluation ends). */
+  benchProgress(p: Omit<ImageProgressView, "at">): void {
+    const v: ImageProgressView = { ...p, at: this.now() };
+    this.images.set(p.image, v);
+    this.emit("image", v);
+  }
+
   endEvaluation(): void {
+    this.images.clear();
     this.evaluation = null;
     this.emit("evaluation", null);
   }
@@ -199,6 +220,7 @@ export class LiveStatus extends EventEmitter<LiveStatusEvents> {
     alarms: Alarm[];
     epoch: EpochView | null;
     evaluation: EvaluationView | null;
+    images: ImageProgressView[];
     lastWeights: WeightsEvent | null;
   } {
     return {
@@ -208,6 +230,7 @@ export class LiveStatus extends EventEmitter<LiveStatusEvents> {
       alarms: [...this.alarms.values()],
       epoch: this.epoch,
       evaluation: this.evaluation,
+      images: [...this.images.values()],
       lastWeights: this.lastWeights,
     };
   }

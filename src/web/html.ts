@@ -175,11 +175,22 @@ function scenarioRow(p: ScenarioProgress): Raw {
 </tr>`;
 }
 
+/** Image pulls and builds of the evaluation starting or running (the bench's progress). */
+function renderImages(s: StatusSnapshot): Raw {
+  if (!s.images?.length) return h``;
+  const mb = (b: number | undefined) => (b === undefined ? "" : `${(b / 1e6).toFixed(1)} MB`);
+  const rows = s.images.map(
+    (i) =>
+      h`<tr><td>${i.image}</td><td class="mono">${i.ref}</td><td>${i.phase}</td><td class="num">${i.totalBytes ? `${mb(i.bytes)} / ${mb(i.totalBytes)}` : ""}</td><td class="muted">${i.note ?? ""}</td></tr>`,
+  );
+  return h`<table class="progress" id="images"><thead><tr><th>image</th><th>reference</th><th>phase</th><th class="num">pulled</th><th></th></tr></thead><tbody>${rows}</tbody></table>`;
+}
+
 function renderEvaluation(e: RunningEvaluation | null, s: StatusSnapshot): Raw {
   if (!e)
     return card(
       "Running evaluation",
-      h`<p class="muted" id="no-evaluation">Idle: no evaluation is running${s.source === "database" ? " (live data needs the daemon)" : ""}.</p>`,
+      h`<p class="muted" id="no-evaluation">Idle: no evaluation is running${s.source === "database" ? " (live data needs the daemon)" : ""}.</p>${renderImages(s)}`,
       "evaluation wide",
     );
   const done = e.scenarios.filter((x) => x.phase === "done" || x.phase === "failed").length;
@@ -188,7 +199,7 @@ function renderEvaluation(e: RunningEvaluation | null, s: StatusSnapshot): Raw {
 <div class="eval-meta">pack <span class="mono" title="${e.packHash}">${shortHash(e.packHash)}</span> · spec ${e.spec}${e.epochId === null ? "" : ` · epoch ${e.epochId}`} · started ${time(e.startedAt, s.now)} · <strong id="eval-done">${done}/${e.scenarios.length}</strong> done · spent <strong id="eval-spent">${usd(e.spentUsd)}</strong> (cap ${usd(e.capUsd)} per episode)</div>
 </div>
 <table class="progress" id="progress"><thead><tr><th>scenario</th><th>phase</th><th class="num">attempt</th><th class="num">elapsed</th><th>spend vs cap</th><th class="num">quality</th></tr></thead>
-<tbody>${e.scenarios.map(scenarioRow)}</tbody></table>`;
+<tbody>${e.scenarios.map(scenarioRow)}</tbody></table>${renderImages(s)}`;
   return card("Running evaluation", body, "evaluation wide");
 }
 

@@ -11,6 +11,7 @@ import type {
   Alarm,
   EpochView,
   EvaluationView,
+  ImageProgressView,
   LiveStatus,
   LoopState,
   WeightsEvent,
@@ -129,6 +130,8 @@ export interface StatusSnapshot {
   alarms: AlarmView[];
   epoch: EpochView | null;
   evaluation: RunningEvaluation | null;
+  /** Images being built or pulled for the evaluation starting or running (the bench's progress). */
+  images: ImageProgressView[];
   verdicts: VerdictSummary[];
   winner: WinnerView | null;
   weights: { last: WeightAttemptView | null; recent: WeightAttemptView[]; live: WeightsEvent | null };
@@ -427,6 +430,7 @@ export class StatusReader {
       }),
       epoch: liveSnap?.epoch ?? null,
       evaluation: runningEvaluation(liveSnap?.evaluation ?? null, now, src.progressSeenAt),
+      images: liveSnap?.images ?? [],
       verdicts: this.recentEvaluations(src.verdictLimit ?? 12),
       winner,
       weights: { last: lastWeights, recent: recentWeights, live: liveSnap?.lastWeights ?? null },

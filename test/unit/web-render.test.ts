@@ -397,3 +397,46 @@ describe("formatters", () => {
     expect(weightShares([], [])).toBe("–");
   });
 });
+
+describe("image pulls on the status page", () => {
+  it("shows the bench's pulls while an evaluation's images are prepared, and forgets them when it ends", () => {
+    const db = openDb(":memory:");
+    seedStore(db, NOW);
+    const live = new LiveStatus(() => NOW);
+    const snap = () =>
+      new StatusReader(db).snapshot({
+        config: loadConfig({}),
+        live,
+        counters: new Tally().snapshot(),
+        now: NOW,
+      });
+    expect(snap().images).toEqual([]);
+    expect(renderMain(snap())).not.toContain('id="images"');
+    const ref = "127.0.0.1:5000/trajectoryrl/scenario-a:T";
+    live.benchProgress({
+      image: "scenario/a",
+      ref,
+      phase: "pulling",
+      bytes: 1_500_000,
+      totalBytes: 3_000_000,
+    });
+    live.benchProgress({
+      image: "bench",
+      ref: "127.0.0.1:5000/trajectoryrl/sandbox-agent:T",
+      phase: "fallback",
+      note: "registry down",
+    });
+    const s = snap();
+    expect(s.images.map((i) => [i.image, i.phase])).toEqual([
+      ["scenario/a", "pulling"],
+      ["bench", "fallback"],
+    ]);
+    const html = renderMain(s);
+    expect(html).toContain('id="images"');
+    expect(html).toContain(esc(ref));
+    expect(html).toContain("1.5 MB / 3.0 MB");
+    expect(html).toContain("registry down");
+    live.endEvaluation();
+    expect(snap().images).toEqual([]);
+  });
+});
