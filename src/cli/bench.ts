@@ -7,7 +7,7 @@
 import { readFileSync } from "node:fs";
 import type { Command } from "commander";
 import { out, warn } from "./io.js";
-import { type ScenariosDirFlags, scenariosDirOf } from "./scenarios.js";
+import { type ScenariosDirFlags, scenariosDirOf } from "./scenarios-flags.js";
 
 interface BuildFlags extends ScenariosDirFlags {
   push?: string;

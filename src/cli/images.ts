@@ -5,7 +5,7 @@
  */
 import type { Command } from "commander";
 import { out, warn } from "./io.js";
-import { type ScenariosDirFlags, scenariosDirOf } from "./scenarios.js";
+import { type ScenariosDirFlags, scenariosDirOf } from "./scenarios-flags.js";
 
 interface PruneFlags extends ScenariosDirFlags {
   dryRun?: boolean;

@@ -6,7 +6,7 @@
  */
 import type { Command } from "commander";
 import { out, warn } from "./io.js";
-import { parseSpecFlag, type ScenariosDirFlags, scenariosDirOf } from "./scenarios.js";
+import { parseSpecFlag, type ScenariosDirFlags, scenariosDirOf } from "./scenarios-flags.js";
 
 interface CheckFlags extends ScenariosDirFlags {
   spec?: string;

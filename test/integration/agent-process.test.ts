@@ -10,11 +10,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { AGENT_EXIT, parseTurnsJsonl } from "../../agent/contract.js";
-import {
-  type Script,
-  type ScriptedModel,
-  startScriptedModel,
-} from "../../agent/test-support/scripted-model.js";
+import { type Script, type ScriptedModel, startScriptedModel } from "../helpers/scripted-model.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const BUNDLE = join(ROOT, "agent/dist/agent.js");

@@ -20,12 +20,12 @@ import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { AGENT_VERSION } from "../../agent/contract.js";
-import { type ScriptedModel, startScriptedModel } from "../../agent/test-support/scripted-model.js";
 import { type BenchBuildResult, OfflineBench } from "../../src/bench/index.js";
 import { execIn, getPath, packTar, putFiles, readLogs } from "../../src/sandbox/index.js";
 import { loadCatalogue, type Scenario } from "../../src/scenarios/index.js";
 import { VERSION } from "../../src/version.js";
 import { requireDocker } from "../helpers/docker.js";
+import { type ScriptedModel, startScriptedModel } from "../helpers/scripted-model.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const RUN = randomBytes(4).toString("hex");

@@ -9,11 +9,7 @@ import { AgentSession } from "../../agent/src/loop.js";
 import { SYSTEM_PROMPT, taskPrompt } from "../../agent/src/prompts.js";
 import { killAllCommandGroups } from "../../agent/src/shell.js";
 import { SessionLog } from "../../agent/src/turns.js";
-import {
-  type Script,
-  type ScriptedModel,
-  startScriptedModel,
-} from "../../agent/test-support/scripted-model.js";
+import { type Script, type ScriptedModel, startScriptedModel } from "../helpers/scripted-model.js";
 
 let root: string;
 let model: ScriptedModel | undefined;

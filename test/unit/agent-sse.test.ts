@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ChatStreamAccumulator, StreamErrorChunk } from "../../agent/src/completion.js";
 import { SseDecoder } from "../../agent/src/sse.js";
-import { replyChunks } from "../../agent/test-support/scripted-model.js";
+import { replyChunks } from "../helpers/scripted-model.js";
 
 const decodeAll = (parts: string[]) => {
   const d = new SseDecoder();

@@ -28,13 +28,13 @@ import {
 } from "../../agent/src/hermes.js";
 import { AgentSession } from "../../agent/src/loop.js";
 import { SYSTEM_PROMPT } from "../../agent/src/prompts.js";
+import { fingerprint } from "../../src/meter/index.js";
 import {
   type Script,
   type ScriptedModel,
   type ScriptedReply,
   startScriptedModel,
-} from "../../agent/test-support/scripted-model.js";
-import { fingerprint } from "../../src/meter/index.js";
+} from "../helpers/scripted-model.js";
 
 /** Hermes' `sessions` columns in its schema's order, then `messages` (SessionDB.export_session). */
 const SESSION_KEYS = [
