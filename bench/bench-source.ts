@@ -68,7 +68,7 @@ async function main(): Promise<void> {
     });
     const catalogue = await loadCatalogue(join(ROOT, "scenarios"));
     const project = new ProjectImages(sandbox.docker, { repoRoot: ROOT });
-    const builtin = new BuiltinBench(catalogue, project, { episodeCapUsd: 0.3, defaultSpec: undefined });
+    const builtin = new BuiltinBench(catalogue, project, { episodeCapUsd: 0.3 });
     const sdk = sdkSingleFile();
     const registry = new RegistryBench({
       docker: sandbox.docker,

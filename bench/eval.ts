@@ -4,7 +4,7 @@
  * reported as speed-up against concurrency 1 measured in the same run; the share of episode wall
  * time spent outside the agent and the verifier (orchestration); peak RSS of this process.
  *
- *   npx tsx bench/eval.ts [--pack examples/packs/advisers.json] [--spec 27] [--latency-scale 0.3]
+ *   npx tsx bench/eval.ts [--pack examples/packs/advisers.json] [--suite builtin] [--latency-scale 0.3]
  *                         [--levels 1,2,4] [--scenarios a,b]
  *
  * Images are built before timing starts (a first run builds them once).
@@ -23,7 +23,7 @@ import { loadPack } from "../src/pack/index.js";
 const { values } = parseArgs({
   options: {
     pack: { type: "string", default: "examples/packs/advisers.json" },
-    spec: { type: "string", default: "27" },
+    suite: { type: "string", default: "builtin" },
     "latency-scale": { type: "string", default: "0.3" },
     levels: { type: "string", default: "1,2,4" },
     scenarios: { type: "string" },
@@ -58,7 +58,7 @@ async function main(): Promise<void> {
     const env = await openEnvironment(config, { log });
     try {
       const req = {
-        specNumber: Number(values.spec),
+        suite: values.suite!,
         ...(scenarioNames ? { scenarios: scenarioNames } : {}),
       };
       await env.bench.prepare(resolveRequest(env, req));

@@ -66,6 +66,7 @@ export const ENV_SCHEMA = {
   EVAL_ENABLED: upstreamSwitch,
   EVAL_CONCURRENCY: int(1, 64).default(3),
   SPEC_NUMBER: optional(int(0)),
+  SUITE: optional(z.string().regex(/^[a-z][a-z0-9-]{0,31}$/, "a suite name of scenarios/suites.json")),
   SCENARIOS_DIR: z.string().default("./scenarios"),
   AGENT_IMAGE: optional(z.string()),
   AGENT_COMMAND: optional(z.string()),
@@ -135,7 +136,10 @@ export interface Config {
     /** EVAL_ENABLED: evaluate challengers. Off (upstream's default): winner, weights, heartbeat only. */
     enabled: boolean;
     concurrency: number;
+    /** SPEC_NUMBER: the subnet spec when the platform names none (the registry bench; never the built-in suite's). */
     specNumber: number | undefined;
+    /** SUITE: the built-in suite's set (scenarios/suites.json) when none is named; undefined → the file's default. */
+    suite: string | undefined;
     scenariosDir: string;
     agentImage: string | undefined;
     agentCommand: string | undefined;
@@ -219,6 +223,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       enabled: e.EVAL_ENABLED,
       concurrency: e.EVAL_CONCURRENCY,
       specNumber: e.SPEC_NUMBER,
+      suite: e.SUITE,
       scenariosDir: resolve(e.SCENARIOS_DIR),
       agentImage: e.AGENT_IMAGE,
       agentCommand: e.AGENT_COMMAND,

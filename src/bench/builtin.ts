@@ -1,11 +1,19 @@
 /**
  * The built-in suite as a bench source: the scenarios/ catalogue of this repository, its images
  * built locally by content hash, our agent and our sidecar image. The offline suite for CI, the
- * demo and miners without a registry; never the subnet's benchmark.
+ * demo and miners without a registry; never the subnet's benchmark. Its sets have names
+ * (scenarios/suites.json) and never a subnet spec number: every resolution is spec BUILTIN_SPEC (0)
+ * with the suite's name beside it, whatever spec number a caller (a local platform) names.
  */
 import { AGENT_VERSION } from "../../agent/contract.js";
 import type { EpisodeRuntime } from "../episode/index.js";
-import { type Catalogue, resolveSpecOrDefault, selectScenarios } from "../scenarios/index.js";
+import {
+  BUILTIN_SPEC,
+  type Catalogue,
+  CUSTOM_SUITE,
+  resolveSuite,
+  selectScenarios,
+} from "../scenarios/index.js";
 import type { ProjectImages } from "./project-images.js";
 import type { BenchProgress, BenchResolution, BenchSource, PreparedBench } from "./source.js";
 
@@ -17,21 +25,28 @@ export class BuiltinBench implements BenchSource {
   constructor(
     readonly catalogue: Catalogue,
     readonly images: ProjectImages,
-    private readonly opts: { episodeCapUsd: number; defaultSpec: number | undefined },
-  ) {}
+    /** `defaultSuite`: SUITE, else the catalogue's default (suites.json). */
+    private readonly opts: { episodeCapUsd: number; defaultSuite?: string | undefined },
+  ) {
+    // An unknown SUITE is the operator's mistake: said when the environment opens, not per pack.
+    if (opts.defaultSuite !== undefined) resolveSuite(catalogue, opts.defaultSuite);
+  }
 
-  resolve(req: { specNumber?: unknown; scenarios?: readonly string[] }): BenchResolution {
-    const asked = typeof req.specNumber === "number" ? req.specNumber : this.opts.defaultSpec;
-    const resolved = resolveSpecOrDefault(this.catalogue, asked);
-    const names =
-      req.scenarios && req.scenarios.length > 0
-        ? selectScenarios(this.catalogue, req.scenarios).map((s) => s.name)
-        : resolved.scenarios.map((s) => s.name);
+  /** The scenarios to run: an explicit list (suite `custom`), else the named suite, else the default. */
+  resolve(req: { specNumber?: unknown; suite?: string; scenarios?: readonly string[] }): BenchResolution {
+    if (req.scenarios && req.scenarios.length > 0)
+      return {
+        spec: BUILTIN_SPEC,
+        suite: CUSTOM_SUITE,
+        names: selectScenarios(this.catalogue, req.scenarios).map((s) => s.name),
+        episodeCapUsd: this.opts.episodeCapUsd,
+      };
+    const r = resolveSuite(this.catalogue, req.suite ?? this.opts.defaultSuite);
     return {
-      spec: resolved.spec,
-      names,
+      spec: BUILTIN_SPEC,
+      suite: r.suite,
+      names: r.scenarios.map((s) => s.name),
       episodeCapUsd: this.opts.episodeCapUsd,
-      ...(resolved.fellBackFrom !== undefined ? { fellBackFrom: resolved.fellBackFrom } : {}),
     };
   }
 

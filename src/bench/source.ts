@@ -11,8 +11,10 @@ import type { EpisodeImages, EpisodeRuntime, EpisodeScenario } from "../episode/
 export type BenchKind = "builtin" | "registry";
 
 export interface BenchResolution {
-  /** The spec number the evaluation is scored under. */
+  /** The subnet spec the evaluation is scored under; BUILTIN_SPEC (0, no subnet spec) for the built-in suite. */
   spec: number;
+  /** The built-in suite's set that runs (`builtin`, `quick`, … or `custom`); absent for the subnet's benchmark. */
+  suite?: string;
   /** Scenario names, in the spec's order. */
   names: readonly string[];
   episodeCapUsd: number;
@@ -55,7 +57,11 @@ export interface BenchSource {
   readonly kind: BenchKind;
   /** A short description for people (`built-in suite`, `bench 127.0.0.1:5000/…:T`). */
   readonly label: string;
-  resolve(req: { specNumber?: unknown; scenarios?: readonly string[] }): BenchResolution;
+  /**
+   * `specNumber` names a subnet spec (the registry bench; the built-in suite ignores it), `suite` a
+   * set of the built-in suite (the registry bench has none), `scenarios` an explicit list.
+   */
+  resolve(req: { specNumber?: unknown; suite?: string; scenarios?: readonly string[] }): BenchResolution;
   prepare(
     r: BenchResolution,
     opts?: { signal?: AbortSignal; onProgress?: (p: BenchProgress) => void },

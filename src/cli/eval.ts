@@ -2,21 +2,25 @@
  * `trajrl-validator eval PACK...`: the validator's main job on packs from files — exactly the code a
  * validator runs on a challenge epoch. Embedded defaults: SQLite under DATA_DIR, the in-process Engy
  * simulator when no LLM_API_KEY is set, images built on first use. A killed run resumes when the same
- * command is run again.
+ * command is run again. Two benches: the built-in suite (default, offline; its sets have names,
+ * `--suite`) or the subnet's trajrl-bench (`--bench REF`; its specs have numbers, `--spec`).
+ * `--json` prints the results alone on stdout; lines for people then go to stderr (see io.ts).
  */
 import { mkdirSync, readFileSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
 import type { Command } from "commander";
 import { InputError } from "../errors.js";
-import { out } from "./io.js";
+import { humanOutput, out } from "./io.js";
 
 interface EvalFlags {
   scenarios?: string;
+  suite?: string;
   spec?: string;
   concurrency?: string;
   out?: string;
   json?: boolean;
+  progress?: boolean;
   seed?: string;
   bench?: string;
   strictProvenance?: boolean;
@@ -42,10 +46,14 @@ export function registerEval(program: Command): void {
     .command("eval")
     .description("evaluate packs over the scenario suite (the validator's main job) and print a leaderboard")
     .argument("<packs...>", "pack JSON files")
-    .option("--scenarios <names>", "comma-separated scenario names (default: the spec's set)")
+    .option(
+      "--suite <name>",
+      "built-in suite: the set of scenarios/suites.json to run (default: SUITE, else builtin = all)",
+    )
+    .option("--scenarios <names>", "comma-separated scenario names instead of a suite or spec")
     .option(
       "--spec <n>",
-      "scenario spec number from scenarios/specs.json (default: SPEC_NUMBER or the newest)",
+      "with --bench: the subnet spec whose scenarios run (default: SPEC_NUMBER, else the newest published)",
     )
     .option("--concurrency <n>", "episodes in parallel (default: EVAL_CONCURRENCY, 3)")
     .option("--out <dir>", "per-episode artifacts and report.html go here")
@@ -58,7 +66,11 @@ export function registerEval(program: Command): void {
       "--strict-provenance",
       "an answer no metered model call produced fails its episode with quality 0 (local rule; the subnet only reports it)",
     )
-    .option("--json", "print the verdicts as JSON instead of tables")
+    .option(
+      "--json",
+      "print the results as JSON on stdout, alone (progress on stderr, when it is a terminal)",
+    )
+    .option("--progress", "with --json: show progress on stderr even when it is not a terminal")
     .action(async (packs: string[], flags: EvalFlags) => {
       const { loadConfig } = await import("../config.js");
       const { createLogger } = await import("../log.js");
@@ -74,6 +86,7 @@ export function registerEval(program: Command): void {
         SHUTDOWN,
       } = await import("../evaluation/index.js");
       const { loadPack } = await import("../pack/index.js");
+      const { specLabel } = await import("../scenarios/index.js");
       const pino = (await import("pino")).default;
 
       const env0: Record<string, string | undefined> = { ...process.env };
@@ -84,6 +97,17 @@ export function registerEval(program: Command): void {
       const spec = flags.spec === undefined ? undefined : Number(flags.spec);
       if (spec !== undefined && (!Number.isInteger(spec) || spec < 0))
         throw new InputError("bad_flag", `--spec must be a number`);
+      // Spec numbers are the subnet's; the built-in suite's sets have names.
+      if (spec !== undefined && !flags.bench)
+        throw new InputError(
+          "bad_flag",
+          `--spec ${flags.spec} names a subnet spec: it needs --bench REF (the built-in suite has named sets: --suite NAME)`,
+        );
+      if (flags.suite !== undefined && flags.bench)
+        throw new InputError(
+          "bad_flag",
+          "--suite names a set of the built-in suite; with --bench the subnet's specs apply (--spec N)",
+        );
       const scenarioNames = flags.scenarios
         ?.split(",")
         .map((s) => s.trim())
@@ -130,17 +154,26 @@ export function registerEval(program: Command): void {
         log,
         ...(flags.bench ? { bench: "registry" as const, benchRef: flags.bench } : {}),
       });
-      const view = new ProgressView(process.stdout);
+      // With --json, stdout carries the JSON alone: everything for people goes to `human`.
+      const human = humanOutput(flags);
+      const say = human.line;
+      const view = new ProgressView(human.stream);
       const results: Array<{ label: string; result: Awaited<ReturnType<typeof evaluatePack>> }> = [];
       try {
-        const resolved = resolveRequest(env, {
+        const selection = {
           ...(spec !== undefined ? { specNumber: spec } : {}),
+          ...(flags.suite !== undefined ? { suite: flags.suite } : {}),
           ...(scenarioNames ? { scenarios: scenarioNames } : {}),
-        });
-        out(
-          `${config.llm.simulated ? "Engy simulator (no LLM_API_KEY set)" : `metering ${config.llm.baseUrl}`} · ${env.bench.label} · spec ${resolved.spec} · ${resolved.names.length} scenarios · concurrency ${concurrency} · cap $${resolved.episodeCapUsd} per episode`,
+        };
+        const resolved = resolveRequest(env, selection);
+        const what =
+          resolved.suite !== undefined
+            ? `${env.bench.label} · ${specLabel(resolved.spec, resolved.suite)}`
+            : `${env.bench.label} · spec ${resolved.spec}`;
+        say(
+          `${config.llm.simulated ? "Engy simulator (no LLM_API_KEY set)" : `metering ${config.llm.baseUrl}`} · ${what} · ${resolved.names.length} scenarios · concurrency ${concurrency} · cap $${resolved.episodeCapUsd} per episode`,
         );
-        out(`logs: ${logFile}`);
+        say(`logs: ${logFile}`);
         // Images are built or pulled as each pack's evaluation starts (cached after the first).
         const seen = new Set<string>();
         const onBenchProgress = (p: {
@@ -153,9 +186,9 @@ export function registerEval(program: Command): void {
           if (p.phase === "pulling" || seen.has(`${p.image}:${p.phase}`)) return;
           seen.add(`${p.image}:${p.phase}`);
           if (p.phase === "ready")
-            out(`  ${env.bench.kind === "registry" ? "pulled" : "built"} image ${p.image} (${p.ref})`);
+            say(`  ${env.bench.kind === "registry" ? "pulled" : "built"} image ${p.image} (${p.ref})`);
           if (p.phase === "fallback")
-            out(`  WARNING: pulling ${p.ref} failed (${p.note}); using the cached image`);
+            say(`  WARNING: pulling ${p.ref} failed (${p.note}); using the cached image`);
         };
         const scenarios = resolved.names.map((name) => ({ name }));
 
@@ -168,8 +201,7 @@ export function registerEval(program: Command): void {
           const result = await evaluatePack(env, {
             pack: loadPack(input.bytes),
             label: input.label,
-            ...(spec !== undefined ? { specNumber: spec } : {}),
-            ...(scenarioNames ? { scenarios: scenarioNames } : {}),
+            ...selection,
             source: "local",
             ...(outDir ? { outDir: join(outDir, input.label) } : {}),
             concurrency,
@@ -181,15 +213,15 @@ export function registerEval(program: Command): void {
           results.push({ label: input.label, result });
           if (result.kind === "verdict" && !flags.json) {
             const v = result.verdict;
-            out(
+            say(
               v.rejected
                 ? `${input.label}: REJECTED ${v.rejection?.code}: ${v.rejection?.message}`
                 : verdictTable(v),
             );
           } else if (result.kind === "discarded") {
-            out(`${input.label}: DISCARDED (${result.code}): ${result.message}`);
+            say(`${input.label}: DISCARDED (${result.code}): ${result.message}`);
           } else if (result.kind === "aborted") {
-            out(`${input.label}: interrupted (${result.reason})`);
+            say(`${input.label}: interrupted (${result.reason})`);
           }
         }
       } finally {
@@ -216,7 +248,7 @@ export function registerEval(program: Command): void {
           ),
         );
       } else if (verdicts.filter((v) => !v.verdict.rejected).length > 1) {
-        out(`\nleaderboard\n${leaderboard(verdicts.filter((v) => !v.verdict.rejected))}`);
+        say(`\nleaderboard\n${leaderboard(verdicts.filter((v) => !v.verdict.rejected))}`);
       }
       const scored = verdicts.filter((v) => !v.verdict.rejected);
       if (scored.length > 0) {
@@ -228,7 +260,7 @@ export function registerEval(program: Command): void {
           reportPath,
           renderReport(scored, { title: `Evaluation of ${scored.map((v) => v.label).join(", ")}` }),
         );
-        if (!flags.json) out(`report: ${reportPath}`);
+        say(`report: ${reportPath}`);
       }
       if (ac.signal.aborted) process.exitCode = 130;
       else if (results.some((r) => r.result.kind !== "verdict" || r.result.verdict.rejected))

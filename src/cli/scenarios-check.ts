@@ -1,44 +1,62 @@
 /**
- * `scenarios check [NAMES...]`: every scenario proves itself on the real engine. For each: build
- * its image (reused by content hash), run solution/solve.sh as the agent user in container A (no
- * network), grade that deliverable alone in a fresh container B (must be tests/tests), grade an
- * empty deliverable (must equal task.toml's null_floor). Prints a table; exit 1 if any fails.
+ * `scenarios check [NAMES...]`: every scenario proves itself on the real engine. For each: its image
+ * (built from the sources, reused by content hash — or with `--bench REF` pulled from the registry
+ * as an evaluation pulls it), run solution/solve.sh from the sources as the agent user in container
+ * A (no network), grade that deliverable alone in a fresh container B (must be tests/tests), grade
+ * an empty deliverable (must equal the sources' task.toml null_floor). With `--bench` the grading is
+ * the registry bench's verifier (the tests the bench's scenario-info probe gives, upstream's
+ * /test.sh + /tests/ layout, VERIFIER_NETWORK). Prints a table; exit 1 if any fails.
  */
 import type { Command } from "commander";
-import { out, warn } from "./io.js";
+import { humanOutput, out, warn } from "./io.js";
 import { parseSpecFlag, type ScenariosDirFlags, scenariosDirOf } from "./scenarios-flags.js";
 
 interface CheckFlags extends ScenariosDirFlags {
+  suite?: string;
+  bench?: string;
   spec?: string;
   concurrency?: string;
   json?: boolean;
+  progress?: boolean;
 }
 
 export function registerScenariosCheck(scenarios: Command): void {
   scenarios
     .command("check")
     .description(
-      "build each scenario, grade its reference solution (all tests) and an empty deliverable (null floor)",
+      "grade each scenario's reference solution (all tests) and an empty deliverable (null floor), on images built from the sources or pulled with --bench",
     )
-    .argument("[names...]", "scenarios to check (default: all, or the spec's with --spec)")
-    .option("--dir <dir>", "scenarios directory (default SCENARIOS_DIR, ./scenarios)")
-    .option("--spec <n>", "check the scenarios of spec n")
+    .argument("[names...]", "scenarios to check (default: all; with --bench, every scenario the bench lists)")
+    .option("--dir <dir>", "scenarios directory: the sources (default SCENARIOS_DIR, ./scenarios)")
+    .option("--suite <name>", "check the scenarios of this built-in suite set (scenarios/suites.json)")
+    .option(
+      "--bench <ref>",
+      "check the scenarios of this trajrl-bench image, pulled from its registry, with the bench's verifier",
+    )
+    .option("--spec <n>", "with --bench: the scenarios of subnet spec n")
     .option("--concurrency <n>", "scenarios checked at once (default 2)")
-    .option("--json", "one JSON object per scenario instead of the table")
+    .option("--json", "one JSON object per scenario on stdout, alone (progress on stderr when a terminal)")
+    .option("--progress", "with --json: show progress on stderr even when it is not a terminal")
     .action(async (names: string[], flags: CheckFlags) => {
+      const { InputError } = await import("../errors.js");
       const spec = parseSpecFlag(flags.spec);
+      if (spec !== undefined && !flags.bench)
+        throw new InputError(
+          "invalid_flag",
+          `--spec ${flags.spec} names a subnet spec: it needs --bench REF (the built-in suite has named sets: --suite NAME)`,
+        );
+      if ([names.length > 0, flags.suite !== undefined, spec !== undefined].filter(Boolean).length > 1)
+        throw new InputError("invalid_flag", "name the scenarios one way: NAMES, --suite or --spec");
       const concurrency = flags.concurrency === undefined ? 2 : Number(flags.concurrency);
-      if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 16) {
-        const { InputError } = await import("../errors.js");
+      if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 16)
         throw new InputError("invalid_flag", `--concurrency ${flags.concurrency}: expected 1..16`);
-      }
       const [
         { loadConfig },
         { createLogger },
         scen,
         { checkScenarios, formatCheckTable },
         sandboxMod,
-        { ProjectImages },
+        benchMod,
         { REPO_ROOT },
       ] = await Promise.all([
         import("../config.js"),
@@ -51,10 +69,8 @@ export function registerScenariosCheck(scenarios: Command): void {
       ]);
       const config = loadConfig();
       const catalogue = await scen.loadCatalogue(await scenariosDirOf(flags));
-      const selected =
-        spec !== undefined
-          ? scen.resolveSpec(catalogue, spec).scenarios
-          : scen.selectScenarios(catalogue, names);
+      // Progress is for people: stderr (with --json, only on a terminal unless --progress).
+      const say = flags.json ? humanOutput(flags).line : warn;
       // Logs go to stderr (the table is the output); warnings and up unless LOG_LEVEL says more.
       const log = createLogger({
         level: config.logLevel === "info" ? "warn" : config.logLevel,
@@ -67,27 +83,94 @@ export function registerScenariosCheck(scenarios: Command): void {
         reapIntervalMs: 0,
         log,
       });
-      const images = new ProjectImages(sandbox.docker, {
-        repoRoot: REPO_ROOT,
-        ...(config.evaluation.agentImage ? { agentImage: config.evaluation.agentImage } : {}),
-        log,
-      });
       const ac = new AbortController();
       const stop = () => ac.abort(new Error("interrupted"));
       process.once("SIGINT", stop);
       process.once("SIGTERM", stop);
+      const common = {
+        sandbox,
+        concurrency,
+        signal: ac.signal,
+        log,
+        onRow: (r: import("../episode/index.js").CheckRow) => {
+          if (flags.json) out(JSON.stringify(r));
+          say(`${r.ok ? "ok  " : "FAIL"} ${r.scenario} (${(r.ms.total / 1000).toFixed(1)} s)`);
+        },
+      };
       try {
-        const rows = await checkScenarios(selected, {
-          sandbox,
-          images,
-          concurrency,
-          signal: ac.signal,
-          log,
-          onRow: (r) => {
-            if (flags.json) out(JSON.stringify(r));
-            else warn(`${r.ok ? "ok  " : "FAIL"} ${r.scenario} (${(r.ms.total / 1000).toFixed(1)} s)`);
-          },
-        });
+        let rows: import("../episode/index.js").CheckRow[];
+        if (!flags.bench) {
+          const selected =
+            flags.suite !== undefined
+              ? scen.resolveSuite(catalogue, flags.suite).scenarios
+              : scen.selectScenarios(catalogue, names);
+          const images = new benchMod.ProjectImages(sandbox.docker, {
+            repoRoot: REPO_ROOT,
+            ...(config.evaluation.agentImage ? { agentImage: config.evaluation.agentImage } : {}),
+            log,
+          });
+          rows = await checkScenarios(selected, { ...common, images });
+        } else {
+          const { sdkSingleFile } = await import("../policy/index.js");
+          const sdk = sdkSingleFile();
+          const specs = await benchMod.loadSubnetSpecs(config.evaluation.subnetSpecsFile);
+          const bench = new benchMod.RegistryBench({
+            docker: sandbox.docker,
+            session: sandbox.session,
+            ref: flags.bench,
+            specs,
+            sdk: { entry: sdk.name, files: [{ path: sdk.name, data: sdk.content }] },
+            verifierNetwork: config.evaluation.verifierNetwork ?? "bridge",
+            credentials: {
+              username: config.evaluation.registryUsername,
+              password: config.evaluation.registryPassword,
+            },
+            log,
+          });
+          const onProgress = (p: { image: string; ref: string; phase: string; note?: string }) => {
+            if (p.phase === "ready" || p.phase === "cached")
+              say(`${p.phase === "ready" ? "pulled" : "up to date"}: ${p.image} (${p.ref})`);
+            if (p.phase === "fallback")
+              say(`WARNING: pulling ${p.ref} failed (${p.note}); using the cached image`);
+          };
+          let wanted: readonly string[];
+          if (names.length > 0) wanted = names;
+          else if (flags.suite !== undefined)
+            wanted = scen.resolveSuite(catalogue, flags.suite).scenarios.map((s) => s.name);
+          else if (spec !== undefined) {
+            const hit = specs.specs.get(spec);
+            if (!hit)
+              throw new InputError(
+                "unknown_spec",
+                `spec ${spec} is not in the subnet's spec table (known: ${[...specs.specs.keys()].join(", ")})`,
+              );
+            wanted = hit.scenarios;
+          } else wanted = (await bench.refreshBench({ signal: ac.signal, onProgress })).probe.scenarios;
+          const prepared = await bench.prepare(bench.resolve({ scenarios: wanted }), {
+            signal: ac.signal,
+            onProgress,
+          });
+          // What the image says (tests, deliverable, timeouts) with what only the sources hold: the
+          // reference solution (never shipped in an image) and the null floor to prove.
+          const scenarios = prepared.scenarios.map((s) => {
+            const source = catalogue.byName(s.name);
+            return {
+              ...s,
+              dir: source?.dir ?? "",
+              task: {
+                ...s.task,
+                metadata: source
+                  ? { null_floor: source.task.metadata.null_floor, tests: source.task.metadata.tests }
+                  : {},
+              },
+            };
+          });
+          rows = await checkScenarios(scenarios, {
+            ...common,
+            images: prepared.images,
+            verifier: { kind: "bench", network: config.evaluation.verifierNetwork ?? "bridge" },
+          });
+        }
         if (!flags.json) out(formatCheckTable(rows));
         if (rows.some((r) => !r.ok)) process.exitCode = 1;
       } finally {

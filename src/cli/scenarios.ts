@@ -7,27 +7,26 @@
 import type { Command } from "commander";
 import { out } from "./io.js";
 import { registerScenariosCheck } from "./scenarios-check.js";
-import { parseSpecFlag, type ScenariosDirFlags, scenariosDirOf } from "./scenarios-flags.js";
+import { type ScenariosDirFlags, scenariosDirOf } from "./scenarios-flags.js";
 
 interface ListFlags extends ScenariosDirFlags {
-  spec?: string;
+  suite?: string;
   json?: boolean;
 }
 
 function registerScenariosList(scenarios: Command): void {
   scenarios
     .command("list")
-    .description("print the catalogue: name, category, timeouts, deliverable, null floor, specs")
+    .description("print the catalogue: name, category, timeouts, deliverable, null floor, suites")
     .option("--dir <dir>", "scenarios directory (default SCENARIOS_DIR, ./scenarios)")
-    .option("--spec <n>", "only the scenarios of spec n, in the spec's order")
+    .option("--suite <name>", "only the scenarios of this suite set (scenarios/suites.json), in its order")
     .option("--json", "one JSON object per scenario instead of the table")
     .action(async (flags: ListFlags) => {
-      const spec = parseSpecFlag(flags.spec);
-      const { loadCatalogue, resolveSpec, formatScenarioTable, scenarioRows } = await import(
+      const { loadCatalogue, resolveSuite, formatScenarioTable, scenarioRows } = await import(
         "../scenarios/index.js"
       );
       const catalogue = await loadCatalogue(await scenariosDirOf(flags));
-      const only = spec === undefined ? undefined : resolveSpec(catalogue, spec).scenarios;
+      const only = flags.suite === undefined ? undefined : resolveSuite(catalogue, flags.suite).scenarios;
       if (flags.json) {
         for (const row of scenarioRows(catalogue, only)) out(JSON.stringify(row));
         return;

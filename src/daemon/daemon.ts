@@ -439,26 +439,29 @@ export class Daemon {
 
   /** A spec's maximum score (Σ of per-scenario scores in [0, 1]: its scenario count), for the seat check. */
   private async maxScoreOf(spec: number): Promise<number | undefined> {
-    if (this.config.chain.network !== "local") {
+    if (benchFor(this.config) === "registry") {
       const { loadSubnetSpecs } = await import("../bench/index.js");
       return (await loadSubnetSpecs(this.config.evaluation.subnetSpecsFile)).specs.get(spec)?.scenarios
         .length;
     }
-    const { loadCatalogue } = await import("../scenarios/index.js");
+    // The built-in suite (NETWORK=local) runs its set whatever spec the platform names: the set's size.
+    if (this.opts.scenarios) return this.opts.scenarios.length;
+    const { loadCatalogue, resolveSuite } = await import("../scenarios/index.js");
     const catalogue = await loadCatalogue(this.config.evaluation.scenariosDir);
-    return catalogue.specs.specs.get(spec)?.length;
+    return resolveSuite(catalogue, this.config.evaluation.suite).scenarios.length;
   }
 
   /** The spec a verdict made without the pipeline reports: the epoch's if this build knows it, else the default. */
   private async specFor(requested: number | null): Promise<number> {
     const want = requested ?? this.config.evaluation.specNumber;
     try {
-      if (this.config.chain.network !== "local") {
+      if (benchFor(this.config) === "registry") {
         const { loadSubnetSpecs, resolveSubnetSpec } = await import("../bench/index.js");
         return resolveSubnetSpec(await loadSubnetSpecs(this.config.evaluation.subnetSpecsFile), want).spec;
       }
-      const { loadCatalogue, resolveSpecOrDefault } = await import("../scenarios/index.js");
-      return resolveSpecOrDefault(await loadCatalogue(this.config.evaluation.scenariosDir), want).spec;
+      // The built-in suite never claims a subnet spec.
+      const { BUILTIN_SPEC } = await import("../scenarios/index.js");
+      return BUILTIN_SPEC;
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, "daemon.spec_unresolved");
       return want ?? 0;

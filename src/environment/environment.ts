@@ -173,7 +173,7 @@ export async function openEnvironment(config: Config, opts: OpenEnvironmentOptio
     } else {
       bench = new BuiltinBench(catalogue, images, {
         episodeCapUsd: config.llm.episodeCapUsd,
-        defaultSpec: config.evaluation.specNumber,
+        defaultSuite: config.evaluation.suite,
       });
     }
     log.info({ bench: bench.label }, "environment.bench");

@@ -4,7 +4,11 @@
  * must score tests/tests; an empty deliverable must score the recorded null floor; and the hostile
  * probe (scenarios/_tools/hostile-probe), graded as the deliverable, must get nothing the empty
  * deliverable does not get and must not end the grader: a grader that lets root run anything the
- * deliverable planted fails here. The grading function is the one episodes use.
+ * deliverable planted fails here. The grading function is the one episodes use: the built-in
+ * suite's (signed report), or with `verifier: bench` the registry bench's (upstream's /test.sh +
+ * /tests/ layout and reward.txt / ctrf.json, on images pulled from a registry). The hostile probe
+ * tests the built-in suite's report channel and is not run against the bench's verifier, whose
+ * report is the files the grader (root) writes — upstream's contract.
  */
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
@@ -12,23 +16,24 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pLimit from "p-limit";
-import { isAbortError, toValidatorError } from "../errors.js";
+import { InfraError, isAbortError, toValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { silentLogger } from "../log.js";
 import {
+  type BuiltImage,
   createContainer,
   getPath,
   putFiles,
   readLogs,
   removeContainer,
+  type Sandbox,
   SCENARIO_LIMITS,
+  safeName,
   startContainer,
   stopContainer,
   waitExit,
-} from "../sandbox/containers.js";
-import type { BuiltImage } from "../sandbox/images.js";
-import { safeName } from "../sandbox/labels.js";
-import type { Sandbox } from "../sandbox/sandbox.js";
+} from "../sandbox/index.js";
+import { gradeBenchDeliverable } from "./bench-verifier.js";
 import { round4 } from "./ctrf.js";
 import { deadline } from "./deadline.js";
 import type { EpisodeImages, EpisodeScenario } from "./types.js";
@@ -55,9 +60,15 @@ export interface CheckRow {
   ms: { build: number; solve: number; grade: number; total: number };
 }
 
+/** Which verifier grades: the built-in suite's, or the registry bench's (upstream's layout). */
+export type CheckVerifier = { kind: "builtin" } | { kind: "bench"; network: "none" | "bridge" };
+
 export interface CheckOptions {
   sandbox: Sandbox;
-  images: Pick<EpisodeImages, "scenario"> & { agentBase(signal?: AbortSignal): Promise<BuiltImage> };
+  /** Scenario images (built, or pulled); `agentBase` is built once first when given (the built-in suite). */
+  images: Pick<EpisodeImages, "scenario"> & { agentBase?(signal?: AbortSignal): Promise<BuiltImage> };
+  /** Default: the built-in suite's. The bench's needs each scenario's `testFiles`. */
+  verifier?: CheckVerifier;
   signal?: AbortSignal;
   log?: Logger;
   /** Scenarios checked at once (builds and runs); the default suits a 2-core machine. */
@@ -146,36 +157,61 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
     row.ms.build = performance.now() - t0;
 
     const t1 = performance.now();
-    const hasSolve = existsSync(join(scenario.dir, "solution", "solve.sh"));
+    // The reference solution always comes from the sources (`dir`): it is never in an image.
+    const hasSolve = scenario.dir !== "" && existsSync(join(scenario.dir, "solution", "solve.sh"));
     const ref = hasSolve
       ? await runReference(opts.sandbox, scenario, image, `${id}-a`, opts.signal)
-      : { deliverable: undefined, problem: "no solution/solve.sh", log: "" };
+      : {
+          deliverable: undefined,
+          problem:
+            scenario.dir === ""
+              ? "not in the sources (no reference solution)"
+              : `no solution/solve.sh in ${scenario.dir}`,
+          log: "",
+        };
     row.ms.solve = performance.now() - t1;
     if (ref.problem) row.problems.push(ref.problem);
     if (ref.problem && ref.log) log.warn({ log: ref.log.slice(-2000) }, "check.solve.output");
 
     const t2 = performance.now();
     const scope = opts.sandbox.openScope(`${id}-b`, (scenario.task.verifier.timeout_sec * 2 + 120) * 1000);
+    const verifier = opts.verifier ?? { kind: "builtin" };
+    const testFiles = scenario.testFiles;
+    if (verifier.kind === "bench" && !testFiles)
+      throw new InfraError("check_no_tests", `${scenario.name}: the bench gave no test files`);
     const grade = (label: string, data: Buffer): Promise<GradeResult> =>
-      gradeDeliverable({
-        docker: opts.sandbox.docker,
-        scope,
-        image: image.ref,
-        testsDir: join(scenario.dir, "tests"),
-        agentOutputPath: scenario.task.verifier.agent_output_path,
-        deliverable: data,
-        timeoutMs: scenario.task.verifier.timeout_sec * 1000,
-        report: reportContractOf(scenario),
-        label,
-        ...(opts.signal ? { signal: opts.signal } : {}),
-        log,
-      });
-    const probe = opts.hostileProbe ?? (await readFile(HOSTILE_PROBE_PATH));
+      verifier.kind === "bench"
+        ? gradeBenchDeliverable({
+            docker: opts.sandbox.docker,
+            scope,
+            image: image.ref,
+            testFiles: testFiles!,
+            agentOutputPath: scenario.task.verifier.agent_output_path,
+            deliverable: data,
+            timeoutMs: scenario.task.verifier.timeout_sec * 1000,
+            network: verifier.network,
+            ...(opts.signal ? { signal: opts.signal } : {}),
+          })
+        : gradeDeliverable({
+            docker: opts.sandbox.docker,
+            scope,
+            image: image.ref,
+            testsDir: join(scenario.dir, "tests"),
+            agentOutputPath: scenario.task.verifier.agent_output_path,
+            deliverable: data,
+            timeoutMs: scenario.task.verifier.timeout_sec * 1000,
+            report: reportContractOf(scenario),
+            label,
+            ...(opts.signal ? { signal: opts.signal } : {}),
+            log,
+          });
+    const probe =
+      verifier.kind === "builtin" ? (opts.hostileProbe ?? (await readFile(HOSTILE_PROBE_PATH))) : undefined;
     try {
       const [refGrade, emptyGrade, hostileGrade] = await Promise.all([
         ref.deliverable ? grade("reference", ref.deliverable) : Promise.resolve(undefined),
         grade("empty", Buffer.alloc(0)),
-        grade("hostile", probe),
+        probe ? grade("hostile", probe) : Promise.resolve(undefined),
       ]);
       if (refGrade) {
         row.reference = { quality: refGrade.quality, tests: refGrade.tests, passed: refGrade.passed };
@@ -194,8 +230,14 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
         row.problems.push(
           `empty deliverable scored ${round4(emptyGrade.quality)}, task.toml null_floor is ${row.nullFloor}`,
         );
-      row.hostile = { quality: hostileGrade.quality, tests: hostileGrade.tests, passed: hostileGrade.passed };
-      row.problems.push(...hostileProblems(hostileGrade, emptyGrade));
+      if (hostileGrade) {
+        row.hostile = {
+          quality: hostileGrade.quality,
+          tests: hostileGrade.tests,
+          passed: hostileGrade.passed,
+        };
+        row.problems.push(...hostileProblems(hostileGrade, emptyGrade));
+      }
     } finally {
       await scope.dispose();
     }
@@ -243,7 +285,7 @@ export async function checkScenarios(
   opts: CheckOptions,
 ): Promise<CheckRow[]> {
   // The shared agent base is built once up front, so parallel scenario builds do not queue on it.
-  await opts.images.agentBase(opts.signal);
+  await opts.images.agentBase?.(opts.signal);
   const limit = pLimit(Math.max(1, opts.concurrency ?? 2));
   return Promise.all(
     scenarios.map((s) =>

@@ -4,6 +4,7 @@ export { attributeAgentEnd, type KillReason, primaryFailure, upstreamFailing } f
 export {
   type CheckOptions,
   type CheckRow,
+  type CheckVerifier,
   checkScenario,
   checkScenarios,
   formatCheckTable,

@@ -12,6 +12,7 @@ export {
   type LeaderboardEntry,
   leaderboard,
   ProgressView,
+  sessionCosts,
   table,
   verdictTable,
 } from "./render.js";

@@ -28,7 +28,10 @@ export interface PackEvaluationRequest {
   /** The hash a rejection is recorded under (the epoch's expected hash; ignored for a verified pack). */
   rejectedHash?: string;
   label: string;
+  /** A subnet spec (the registry bench). */
   specNumber?: number;
+  /** A set of the built-in suite (scenarios/suites.json). */
+  suite?: string;
   scenarios?: string[];
   source: "local" | "epoch";
   epochId?: number;
@@ -51,7 +54,7 @@ function provenanceOf(
   env: EvaluationEnvironment,
   capUsd: number,
   concurrency: number,
-  extra: { bench?: BenchFacts; policyScan?: Record<string, unknown> | null } = {},
+  extra: { suite?: string; bench?: BenchFacts; policyScan?: Record<string, unknown> | null } = {},
 ): Provenance {
   const s = env.settings;
   return {
@@ -66,6 +69,7 @@ function provenanceOf(
     },
     capUsd,
     concurrency,
+    ...(extra.suite !== undefined ? { suite: extra.suite } : {}),
     ...(extra.bench ? { bench: extra.bench } : {}),
     ...(extra.policyScan !== undefined ? { policyScan: extra.policyScan } : {}),
   };
@@ -74,10 +78,11 @@ function provenanceOf(
 /** Which scenarios a request runs, under which spec and cap (the platform's spec, else the bench's default). */
 export function resolveRequest(
   env: Pick<EvaluationEnvironment, "bench" | "settings" | "log" | "observer">,
-  req: Pick<PackEvaluationRequest, "specNumber" | "scenarios">,
+  req: Pick<PackEvaluationRequest, "specNumber" | "suite" | "scenarios">,
 ): BenchResolution {
   const r = env.bench.resolve({
     specNumber: req.specNumber ?? env.settings.specNumber,
+    ...(req.suite !== undefined ? { suite: req.suite } : {}),
     ...(req.scenarios?.length ? { scenarios: req.scenarios } : {}),
   });
   if (r.fellBackFrom !== undefined) {
@@ -137,9 +142,17 @@ export async function evaluatePack(
   const spec = resolved.spec;
   // The cap is the spec's, read once: every episode, the verdict and the live view use this value.
   const capUsd = resolved.episodeCapUsd;
+  const suite = resolved.suite !== undefined ? { suite: resolved.suite } : {};
   if (!req.pack.ok) {
     const hash = req.rejectedHash?.toLowerCase() ?? "0".repeat(64);
-    return recordRejection(env, req, spec, hash, req.pack.rejection, provenanceOf(env, capUsd, concurrency));
+    return recordRejection(
+      env,
+      req,
+      spec,
+      hash,
+      req.pack.rejection,
+      provenanceOf(env, capUsd, concurrency, suite),
+    );
   }
   const pack = req.pack.pack;
   const names = [...resolved.names];
@@ -172,7 +185,7 @@ export async function evaluatePack(
     ...(prepared.provenance.harnessVersion ? { harnessVersion: prepared.provenance.harnessVersion } : {}),
   };
   const policyScan = scanOf(pack.policyFiles, names, env);
-  const provenance = () => provenanceOf(env, capUsd, concurrency, { bench, policyScan });
+  const provenance = () => provenanceOf(env, capUsd, concurrency, { ...suite, bench, policyScan });
   const byName = new Map(prepared.scenarios.map((s) => [s.name, s]));
   const epochId = req.epochId === undefined ? undefined : String(req.epochId);
 
@@ -208,6 +221,7 @@ export async function evaluatePack(
         label: req.label,
         epochId: req.epochId ?? null,
         spec,
+        ...suite,
         capUsd,
         scenarios: names,
       });

@@ -1,7 +1,12 @@
 /**
  * Human output of evaluations: the live progress view (a redrawn block on a TTY, plain lines otherwise),
  * the end-of-run tables and leaderboard. Pure string building; the caller owns the stream.
+ *
+ * Money is named for what it covers, here, in the HTML report and on the status page alike: an
+ * **episode** is one scenario run for one pack (`$/episode`); a **session** is one pack over a
+ * whole spec or suite, as the subnet counts it (`$/session`, the verdict's total).
  */
+import { specLabel } from "../scenarios/index.js";
 import type { EpisodePhase, EvaluationEvent, Verdict } from "./types.js";
 
 const PHASE_LABEL: Record<EpisodePhase, string> = {
@@ -16,6 +21,14 @@ const PHASE_LABEL: Record<EpisodePhase, string> = {
 
 export const fmtUsd = (usd: number) => (usd < 1 ? `$${usd.toFixed(4)}` : `$${usd.toFixed(2)}`);
 export const fmtSecs = (ms: number) => `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)}s`;
+
+/** A verdict's cost per session (its total) and per episode (the mean over its scenarios). */
+export function sessionCosts(v: Pick<Verdict, "costUsd" | "scenarios">): {
+  perSession: number;
+  perEpisode: number;
+} {
+  return { perSession: v.costUsd, perEpisode: v.costUsd / Math.max(1, v.scenarios.length) };
+}
 
 function pad(s: string, n: number): string {
   return s.length >= n ? s : s + " ".repeat(n - s.length);
@@ -144,8 +157,9 @@ export function verdictTable(v: Verdict): string {
     fmtSecs(s.timings.totalMs),
     s.failure ? `${s.failure.class}:${s.failure.code}` : "",
   ]);
-  const head = `pack ${v.packHash.slice(0, 12)}  spec ${v.spec}  score ${v.score.toFixed(4)}  qualified ${v.qualified ? "yes" : "no"}  cost ${fmtUsd(v.costUsd)}`;
-  return `${head}\n${table(["scenario", "quality", "tests", "cost", "time", "failure"], rows, new Set([1, 2, 3, 4]))}`;
+  const c = sessionCosts(v);
+  const head = `pack ${v.packHash.slice(0, 12)}  ${specLabel(v.spec, v.provenance.suite)}  score ${v.score.toFixed(4)}  qualified ${v.qualified ? "yes" : "no"}  $/session ${fmtUsd(c.perSession)}  $/episode ${fmtUsd(c.perEpisode)}`;
+  return `${head}\n${table(["scenario", "quality", "tests", "$/episode", "time", "failure"], rows, new Set([1, 2, 3, 4]))}`;
 }
 
 export interface LeaderboardEntry {
@@ -153,13 +167,14 @@ export interface LeaderboardEntry {
   verdict: Verdict;
 }
 
-/** Best score first; ties broken by lower cost. "$/session" = mean cost of one scenario's agent session. */
+/** Best score first; ties broken by lower cost. `$/episode` = the mean over its scenarios; `$/session` = the pack's total. */
 export function leaderboard(entries: LeaderboardEntry[]): string {
   const sorted = [...entries].sort(
     (a, b) => b.verdict.score - a.verdict.score || a.verdict.costUsd - b.verdict.costUsd,
   );
   const rows = sorted.map((e, k) => {
     const n = Math.max(1, e.verdict.scenarios.length);
+    const c = sessionCosts(e.verdict);
     const models = Object.entries(e.verdict.byModel)
       .sort((a, b) => b[1].costUsd - a[1].costUsd)
       .slice(0, 3)
@@ -170,13 +185,13 @@ export function leaderboard(entries: LeaderboardEntry[]): string {
       e.label,
       `${e.verdict.score.toFixed(4)} / ${n}`,
       e.verdict.qualified ? "yes" : "no",
-      fmtUsd(e.verdict.costUsd / n),
-      fmtUsd(e.verdict.costUsd),
+      fmtUsd(c.perEpisode),
+      fmtUsd(c.perSession),
       models,
     ];
   });
   return table(
-    ["#", "pack", "score", "qualified", "$/session", "total $", "top models by spend"],
+    ["#", "pack", "score", "qualified", "$/episode", "$/session", "top models by spend"],
     rows,
     new Set([0, 2, 4, 5]),
   );

@@ -2,8 +2,9 @@
  * The HTML report of an `eval` run: one self-contained file (inline CSS and SVG, no scripts),
  * a leaderboard when several packs ran, then per pack the per-scenario quality and the cost by model.
  */
+import { specLabel } from "../scenarios/index.js";
 import type { LeaderboardEntry } from "./render.js";
-import { fmtSecs, fmtUsd } from "./render.js";
+import { fmtSecs, fmtUsd, sessionCosts } from "./render.js";
 import type { Verdict } from "./types.js";
 
 const esc = (s: string) =>
@@ -92,10 +93,10 @@ function packSection(e: LeaderboardEntry, models: string[], maxCost: number): st
     .join("");
   return `<section>
 <h2>${esc(e.label)} <small>${esc(v.packHash.slice(0, 16))}…</small></h2>
-<p class="kpi"><b>score ${v.score.toFixed(4)}</b> of ${v.scenarios.length} · qualified ${v.qualified ? "yes" : "no"} · cost ${fmtUsd(v.costUsd)} (${fmtUsd(v.costUsd / Math.max(1, v.scenarios.length))} per session)</p>
+<p class="kpi"><b>score ${v.score.toFixed(4)}</b> of ${v.scenarios.length} · qualified ${v.qualified ? "yes" : "no"} · ${esc(specLabel(v.spec, v.provenance.suite))} · ${fmtUsd(sessionCosts(v).perSession)} per session (${fmtUsd(sessionCosts(v).perEpisode)} per episode)</p>
 <div class="charts"><figure><figcaption>Quality per scenario</figcaption>${qualitySvg(v)}</figure>
 <figure><figcaption>Cost by model per scenario</figcaption>${costSvg(v, models, maxCost)}</figure></div>
-<table><thead><tr><th>scenario</th><th>quality</th><th>tests</th><th>cost</th><th>time</th><th>attempts</th><th>failure</th></tr></thead><tbody>${rows}</tbody></table>
+<table><thead><tr><th>scenario</th><th>quality</th><th>tests</th><th>$/episode</th><th>time</th><th>attempts</th><th>failure</th></tr></thead><tbody>${rows}</tbody></table>
 <table><thead><tr><th>model</th><th>calls</th><th>prompt tok</th><th>cached tok</th><th>completion tok</th><th>cost</th></tr></thead><tbody>${byModel}</tbody></table>
 </section>`;
 }
@@ -111,16 +112,16 @@ export function renderReport(
   );
   const board =
     entries.length > 1
-      ? `<section><h2>Leaderboard</h2><table><thead><tr><th>#</th><th>pack</th><th>score</th><th>qualified</th><th>$ / session</th><th>total $</th></tr></thead><tbody>${sorted
+      ? `<section><h2>Leaderboard</h2><table><thead><tr><th>#</th><th>pack</th><th>score</th><th>qualified</th><th>$/episode</th><th>$/session</th></tr></thead><tbody>${sorted
           .map(
             (e, k) =>
-              `<tr><td>${k + 1}</td><td>${esc(e.label)}</td><td>${e.verdict.score.toFixed(4)}</td><td>${e.verdict.qualified ? "yes" : "no"}</td><td>${fmtUsd(e.verdict.costUsd / Math.max(1, e.verdict.scenarios.length))}</td><td>${fmtUsd(e.verdict.costUsd)}</td></tr>`,
+              `<tr><td>${k + 1}</td><td>${esc(e.label)}</td><td>${e.verdict.score.toFixed(4)}</td><td>${e.verdict.qualified ? "yes" : "no"}</td><td>${fmtUsd(sessionCosts(e.verdict).perEpisode)}</td><td>${fmtUsd(sessionCosts(e.verdict).perSession)}</td></tr>`,
           )
           .join("")}</tbody></table></section>`
       : "";
   const p = entries[0]?.verdict.provenance;
   const prov = p
-    ? `<footer>spec ${entries[0]!.verdict.spec} · price table ${esc(p.priceTableHash.slice(0, 16))}… · LLM ${esc(p.llm.simulated ? "Engy simulator" : p.llm.baseUrl)} · cap ${fmtUsd(p.capUsd)} per episode · ${esc(p.harness.name)} ${esc(p.harness.version)} · generated ${esc(meta.generatedAt ?? new Date().toISOString())}</footer>`
+    ? `<footer>${esc(specLabel(entries[0]!.verdict.spec, p.suite))} · price table ${esc(p.priceTableHash.slice(0, 16))}… · LLM ${esc(p.llm.simulated ? "Engy simulator" : p.llm.baseUrl)} · cap ${fmtUsd(p.capUsd)} per episode · an episode is one scenario run, a session one pack over the whole set · ${esc(p.harness.name)} ${esc(p.harness.version)} · generated ${esc(meta.generatedAt ?? new Date().toISOString())}</footer>`
     : "";
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${esc(meta.title ?? "trajrl-validator evaluation")}</title>

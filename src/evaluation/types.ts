@@ -110,6 +110,11 @@ export interface Provenance {
   llm: { baseUrl: string; simulated: boolean; defaultModel: string };
   capUsd: number;
   concurrency: number;
+  /**
+   * The built-in suite's set that ran (`builtin`, `quick`, `custom` for an explicit list): such a
+   * verdict's `spec` is 0, never a subnet spec. Absent for the subnet's benchmark.
+   */
+  suite?: string;
   /** Absent on verdicts stored before the bench sources existed. */
   bench?: BenchFacts;
   /** Upstream's static scan of the policy files (`policy_scan`; null for a pack without any). */
@@ -119,6 +124,7 @@ export interface Provenance {
 export interface Verdict {
   evaluationId: string;
   packHash: string;
+  /** The subnet spec; 0 on the built-in suite (its set is `provenance.suite`). */
   spec: number;
   /** Σ episode quality, rounded to 4 dp. */
   score: number;
@@ -159,6 +165,8 @@ export interface EvaluationObserver {
     label: string;
     epochId: number | null;
     spec: number;
+    /** The built-in suite's set (then `spec` is 0); absent for the subnet's benchmark. */
+    suite?: string;
     capUsd: number;
     scenarios: string[];
   }): void;
@@ -179,7 +187,7 @@ export interface EvaluationObserver {
 export interface EvaluationSettings {
   dataDir: string;
   concurrency: number;
-  /** SPEC_NUMBER: the spec when the caller names none (undefined → the bench's default). */
+  /** SPEC_NUMBER: the subnet spec when the caller names none (undefined → the newest); the built-in suite ignores it. */
   specNumber: number | undefined;
   defaultModel: string;
   agentCommand: string | undefined;

@@ -1,7 +1,7 @@
 /**
  * The scenario catalogue: every folder of the scenarios directory (except those starting with
  * "." or "_", which hold shared tooling) is one scenario in the Harbor / Terminal-Bench shape,
- * plus specs.json. Loading validates everything up front, so an evaluation never starts on a
+ * plus suites.json (the suite's named sets). Loading validates everything up front, so an evaluation never starts on a
  * half-broken catalogue; a problem is one clear error naming the file and the field.
  */
 import { readdir, readFile, stat } from "node:fs/promises";
@@ -9,7 +9,7 @@ import { join, resolve } from "node:path";
 import { InputError } from "../errors.js";
 import { exists } from "../fs.js";
 import { scenarioDigest } from "./digest.js";
-import { parseSpecs, SPECS_FILE, type SpecSet, specNames } from "./specs.js";
+import { parseSuites, SUITES_FILE, type SuiteSet, suiteScenarioNames } from "./suites.js";
 import { parseTaskToml, ScenarioError, type TaskSpec } from "./task.js";
 
 export const SCENARIO_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -44,10 +44,10 @@ export interface Scenario {
   readonly digest: string;
 }
 
-/** The scenarios in name order, with the directory they came from and its spec sets. */
+/** The scenarios in name order, with the directory they came from and its named sets. */
 export interface Catalogue extends ReadonlyArray<Scenario> {
   readonly dir: string;
-  readonly specs: SpecSet;
+  readonly suites: SuiteSet;
   byName(name: string): Scenario | undefined;
 }
 
@@ -106,7 +106,7 @@ export async function loadScenario(dir: string): Promise<Scenario> {
   };
 }
 
-/** Every scenario of `dir` plus its specs.json, validated. */
+/** Every scenario of `dir` plus its suites.json, validated. */
 export async function loadCatalogue(dir: string): Promise<Catalogue> {
   const abs = resolve(dir);
   let names: string[];
@@ -125,53 +125,39 @@ export async function loadCatalogue(dir: string): Promise<Catalogue> {
   }
   const scenarios: Scenario[] = [];
   for (const n of folders) scenarios.push(await loadScenario(join(abs, n)));
-  const specsPath = join(abs, SPECS_FILE);
-  let specsText: string;
+  const suitesPath = join(abs, SUITES_FILE);
+  let suitesText: string;
   try {
-    specsText = await readFile(specsPath, "utf8");
+    suitesText = await readFile(suitesPath, "utf8");
   } catch {
-    throw new ScenarioError("specs_invalid", `${specsPath}: missing (spec number → scenario names)`);
+    throw new ScenarioError("suites_invalid", `${suitesPath}: missing (suite name → scenario names)`);
   }
-  const specs = parseSpecs(specsText, specsPath, new Set(scenarios.map((s) => s.name)));
-  return makeCatalogue(abs, scenarios, specs);
+  const suites = parseSuites(suitesText, suitesPath, new Set(scenarios.map((s) => s.name)));
+  return makeCatalogue(abs, scenarios, suites);
 }
 
 /** Wrap scenarios (sorted by name) as a Catalogue. */
-export function makeCatalogue(dir: string, scenarios: readonly Scenario[], specs: SpecSet): Catalogue {
+export function makeCatalogue(dir: string, scenarios: readonly Scenario[], suites: SuiteSet): Catalogue {
   const list = [...scenarios].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const index = new Map(list.map((s) => [s.name, s]));
   return Object.freeze(
     Object.assign(list, {
       dir,
-      specs,
+      suites,
       byName: (name: string) => index.get(name),
     }),
   ) as Catalogue;
 }
 
-export interface ResolvedSpec {
-  spec: number;
+export interface ResolvedSuite {
+  suite: string;
   scenarios: Scenario[];
 }
 
-/**
- * The scenarios of a spec, in the spec's order (`undefined` → the default spec). An unknown
- * spec throws UnknownSpecError (code "unknown_spec"), which a caller may turn into "fall back
- * to the default with a warning" (see resolveSpecOrDefault).
- */
-export function resolveSpec(catalogue: Catalogue, specNumber: number | undefined): ResolvedSpec {
-  const { spec, names } = specNames(catalogue.specs, specNumber);
-  return { spec, scenarios: names.map((n) => catalogue.byName(n)!) };
-}
-
-/** resolveSpec, but an unknown spec runs the default and says so in `fellBackFrom`. */
-export function resolveSpecOrDefault(
-  catalogue: Catalogue,
-  specNumber: number | undefined,
-): ResolvedSpec & { fellBackFrom: number | undefined } {
-  if (specNumber !== undefined && !catalogue.specs.specs.has(specNumber))
-    return { ...resolveSpec(catalogue, undefined), fellBackFrom: specNumber };
-  return { ...resolveSpec(catalogue, specNumber), fellBackFrom: undefined };
+/** The scenarios of a suite, in the suite's order (`undefined` → the default); unknown → UnknownSuiteError. */
+export function resolveSuite(catalogue: Catalogue, suite: string | undefined): ResolvedSuite {
+  const r = suiteScenarioNames(catalogue.suites, suite);
+  return { suite: r.suite, scenarios: r.names.map((n) => catalogue.byName(n)!) };
 }
 
 /** Scenarios by name, in the order given (`scenarios check NAMES`); unknown → InputError. */

@@ -1,12 +1,11 @@
-/** The scenario catalogue: task.toml parsing, spec sets, digests. Other modules import only this. */
+/** The scenario catalogue: task.toml parsing, the suite's named sets, digests. Other modules import only this. */
 export {
   type Catalogue,
   loadCatalogue,
   loadScenario,
   makeCatalogue,
-  type ResolvedSpec,
-  resolveSpec,
-  resolveSpecOrDefault,
+  type ResolvedSuite,
+  resolveSuite,
   SCENARIO_NAME,
   type Scenario,
   type ScenarioPaths,
@@ -14,14 +13,18 @@ export {
 } from "./catalogue.js";
 export { type DigestEntry, digestOf, scenarioDigest } from "./digest.js";
 export {
-  parseSpecs,
-  SPECS_FILE,
-  type SpecSet,
-  specNames,
-  specNumbers,
-  specsOf,
-  UnknownSpecError,
-} from "./specs.js";
+  BUILTIN_SPEC,
+  CUSTOM_SUITE,
+  parseSuites,
+  SUITE_NAME,
+  SUITES_FILE,
+  type SuiteSet,
+  specLabel,
+  suiteNames,
+  suiteScenarioNames,
+  suitesOf,
+  UnknownSuiteError,
+} from "./suites.js";
 export { formatScenarioTable, type ScenarioRow, scenarioRows } from "./table.js";
 export {
   DEFAULT_AGENT_TIMEOUT_SEC,

@@ -1,6 +1,6 @@
 /** The `scenarios list` table: pure formatting of a catalogue. */
 import type { Catalogue, Scenario } from "./catalogue.js";
-import { specNumbers, specsOf } from "./specs.js";
+import { suiteNames, suitesOf } from "./suites.js";
 
 export interface ScenarioRow {
   name: string;
@@ -10,7 +10,7 @@ export interface ScenarioRow {
   verifier_timeout_sec: number;
   deliverable: string;
   null_floor: number;
-  specs: number[];
+  suites: string[];
   digest: string;
 }
 
@@ -23,12 +23,12 @@ export function scenarioRows(catalogue: Catalogue, only?: readonly Scenario[]): 
     verifier_timeout_sec: s.task.verifier.timeout_sec,
     deliverable: s.task.verifier.agent_output_path,
     null_floor: s.task.metadata.null_floor,
-    specs: specsOf(catalogue.specs, s.name),
+    suites: suitesOf(catalogue.suites, s.name),
     digest: s.digest,
   }));
 }
 
-/** Fixed-width columns; the last line summarises the spec sets. */
+/** Fixed-width columns; the last line summarises the suites. */
 export function formatScenarioTable(catalogue: Catalogue, only?: readonly Scenario[]): string {
   const header = [
     "NAME",
@@ -38,7 +38,7 @@ export function formatScenarioTable(catalogue: Catalogue, only?: readonly Scenar
     "VERIFIER",
     "DELIVERABLE",
     "NULL FLOOR",
-    "SPECS",
+    "SUITES",
   ];
   const rows = scenarioRows(catalogue, only).map((r) => [
     r.name,
@@ -48,7 +48,7 @@ export function formatScenarioTable(catalogue: Catalogue, only?: readonly Scenar
     `${r.verifier_timeout_sec}s`,
     r.deliverable,
     r.null_floor.toFixed(4),
-    r.specs.join(",") || "-",
+    r.suites.join(",") || "-",
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) =>
@@ -56,11 +56,11 @@ export function formatScenarioTable(catalogue: Catalogue, only?: readonly Scenar
       .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
       .join("  ")
       .trimEnd();
-  const specs = specNumbers(catalogue.specs)
+  const suites = suiteNames(catalogue.suites)
     .map(
       (n) =>
-        `${n} (${catalogue.specs.specs.get(n)!.length})${n === catalogue.specs.default ? " default" : ""}`,
+        `${n} (${catalogue.suites.suites.get(n)!.length})${n === catalogue.suites.default ? " default" : ""}`,
     )
     .join(", ");
-  return [line(header), ...rows.map(line), "", `${rows.length} scenarios; specs: ${specs}`].join("\n");
+  return [line(header), ...rows.map(line), "", `${rows.length} scenarios; suites: ${suites}`].join("\n");
 }

@@ -44,6 +44,8 @@ export interface EvaluationView {
   label: string;
   epochId: number | null;
   spec: number;
+  /** The built-in suite's set (then `spec` is 0). */
+  suite?: string;
   startedAt: number;
   capUsd: number;
   scenarios: Record<string, Omit<EvaluationEvent, "evaluationId" | "scenario">>;

@@ -5,6 +5,7 @@
  * style: the page is served with a strict Content-Security-Policy; bars and the chart are inline SVG
  * (presentation attributes are not styles).
  */
+import { specLabel } from "../scenarios/index.js";
 import { ago, duration, isoOf, score, shortHash, shortKey, usd, weightShares } from "./format.js";
 import type {
   AlarmView,
@@ -196,7 +197,7 @@ function renderEvaluation(e: RunningEvaluation | null, s: StatusSnapshot): Raw {
   const done = e.scenarios.filter((x) => x.phase === "done" || x.phase === "failed").length;
   const body = h`<div class="eval-head">
 <div><span class="label">${e.label}</span> <span class="muted mono">${e.evaluationId}</span></div>
-<div class="eval-meta">pack <span class="mono" title="${e.packHash}">${shortHash(e.packHash)}</span> · spec ${e.spec}${e.epochId === null ? "" : ` · epoch ${e.epochId}`} · started ${time(e.startedAt, s.now)} · <strong id="eval-done">${done}/${e.scenarios.length}</strong> done · spent <strong id="eval-spent">${usd(e.spentUsd)}</strong> (cap ${usd(e.capUsd)} per episode)</div>
+<div class="eval-meta">pack <span class="mono" title="${e.packHash}">${shortHash(e.packHash)}</span> · ${specLabel(e.spec, e.suite)}${e.epochId === null ? "" : ` · epoch ${e.epochId}`} · started ${time(e.startedAt, s.now)} · <strong id="eval-done">${done}/${e.scenarios.length}</strong> done · spent <strong id="eval-spent">${usd(e.spentUsd)}</strong> (cap ${usd(e.capUsd)} per episode)</div>
 </div>
 <table class="progress" id="progress"><thead><tr><th>scenario</th><th>phase</th><th class="num">attempt</th><th class="num">elapsed</th><th>spend vs cap</th><th class="num">quality</th></tr></thead>
 <tbody>${e.scenarios.map(scenarioRow)}</tbody></table>${renderImages(s)}`;
@@ -287,12 +288,12 @@ function renderVerdicts(s: StatusSnapshot, colors: Map<string, string>): Raw {
       .slice(0, 3)
       .map(([m, c]) => `${m} ${usd(c)}`)
       .join(", ");
-    return h`<tr><td>${time(v.createdAt, s.now)}</td><td class="mono"><a href="/api/evaluations/${encodeURIComponent(v.evaluationId)}" title="${v.evaluationId}">${shortHash(v.packHash)}</a></td><td>${v.label ?? (v.epochId !== null ? `epoch ${v.epochId}` : v.source)}</td><td>${statusTag(v)}</td><td class="num"><strong>${score(v.score)}</strong>${v.scenarios.length ? h`<span class="muted">/${v.scenarios.length}</span>` : ""}</td><td class="num">${usd(v.costUsd)}</td><td class="models">${top || "–"}</td></tr>`;
+    return h`<tr><td>${time(v.createdAt, s.now)}</td><td class="mono"><a href="/api/evaluations/${encodeURIComponent(v.evaluationId)}" title="${v.evaluationId}">${shortHash(v.packHash)}</a></td><td>${v.label ?? (v.epochId !== null ? `epoch ${v.epochId}` : v.source)}</td><td>${statusTag(v)}</td><td class="num"><strong>${score(v.score)}</strong>${v.scenarios.length ? h`<span class="muted">/${v.scenarios.length}</span>` : ""}</td><td class="num">${usd(v.costPerEpisodeUsd)}</td><td class="num">${usd(v.costUsd)}</td><td class="models">${top || "–"}</td></tr>`;
   });
   const table =
     rows.length === 0
       ? ""
-      : h`<table class="verdicts"><thead><tr><th>when</th><th>pack</th><th>what</th><th>status</th><th class="num">score</th><th class="num">cost</th><th>cost by model</th></tr></thead><tbody>${rows}</tbody></table>`;
+      : h`<table class="verdicts"><thead><tr><th>when</th><th>pack</th><th>what</th><th>status</th><th class="num">score</th><th class="num" title="mean cost of one episode: one scenario run">$/episode</th><th class="num" title="cost of the session: the pack over the whole spec or suite">$/session</th><th>cost by model</th></tr></thead><tbody>${rows}</tbody></table>`;
   return card("Recent verdicts", h`${verdictChart(s.verdicts, colors)}${table}`, "verdicts wide");
 }
 

@@ -48,6 +48,8 @@ export interface RunningEvaluation {
   packHash: string;
   epochId: number | null;
   spec: number;
+  /** The built-in suite's set (then `spec` is 0); null on the subnet's benchmark. */
+  suite: string | null;
   startedAt: number;
   capUsd: number;
   spentUsd: number;
@@ -62,12 +64,17 @@ export interface VerdictSummary {
   epochId: string | null;
   packHash: string;
   spec: number;
+  /** The built-in suite's set the verdict was scored on (then `spec` is 0); null on the subnet's benchmark. */
+  suite: string | null;
   label: string | null;
   score: number | null;
   qualified: boolean | null;
   rejected: boolean | null;
   rejection: { code: string; message: string } | null;
+  /** The session's cost: the pack over the whole spec or suite. */
   costUsd: number | null;
+  /** The mean cost of one episode (one scenario run) of the session. */
+  costPerEpisodeUsd: number | null;
   /** USD by model, from verdict.byModel. */
   costByModel: Record<string, number>;
   scenarios: { scenario: string; quality: number; status: string; costUsd: number }[];
@@ -151,6 +158,11 @@ const storedVerdict = z.object({
   rejected: z.boolean().optional(),
   rejection: z.object({ code: z.string(), message: z.string() }).optional(),
   costUsd: num.optional(),
+  provenance: z
+    .object({ suite: z.string().optional().catch(undefined) })
+    .passthrough()
+    .optional()
+    .catch(undefined),
   byModel: z.record(z.string(), z.object({ costUsd: num }).passthrough()).optional(),
   scenarios: z
     .array(
@@ -180,12 +192,14 @@ export function summarizeEvaluation(row: EvaluationRow): VerdictSummary {
     epochId: row.epochId,
     packHash: row.packHash,
     spec: row.spec,
+    suite: v?.provenance?.suite ?? null,
     label,
     score: v?.score ?? null,
     qualified: v?.qualified ?? null,
     rejected: v?.rejected ?? null,
     rejection: v?.rejection ?? null,
     costUsd: v?.costUsd ?? null,
+    costPerEpisodeUsd: v?.costUsd === undefined ? null : v.costUsd / Math.max(1, v.scenarios?.length ?? 0),
     costByModel,
     scenarios: (v?.scenarios ?? []).map((s) => ({
       scenario: s.scenario,
@@ -228,6 +242,7 @@ export function runningEvaluation(
     packHash: v.packHash,
     epochId: v.epochId,
     spec: v.spec,
+    suite: v.suite ?? null,
     startedAt: v.startedAt,
     capUsd: v.capUsd,
     spentUsd: scenarios.reduce((s, x) => s + x.spentUsd, 0),

@@ -1,4 +1,5 @@
 /** The status summary for a terminal (`trajrl-validator status`): the page's content as plain text. Pure. */
+import { specLabel } from "../scenarios/index.js";
 import { ago, duration, score, shortHash, shortKey, usd, weightShares } from "./format.js";
 import type { StatusSnapshot } from "./snapshot.js";
 
@@ -78,7 +79,7 @@ export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): str
   if (ev) {
     const done = ev.scenarios.filter((x) => x.phase === "done" || x.phase === "failed").length;
     out.push(
-      `RUNNING      ${ev.label} · ${ev.evaluationId} · spec ${ev.spec} · ${done}/${ev.scenarios.length} done · spent ${usd(ev.spentUsd)} · ${duration(s.now - ev.startedAt)}`,
+      `RUNNING      ${ev.label} · ${ev.evaluationId} · ${specLabel(ev.spec, ev.suite)} · ${done}/${ev.scenarios.length} done · spent ${usd(ev.spentUsd)} · ${duration(s.now - ev.startedAt)}`,
     );
     out.push(
       ...table(
@@ -102,13 +103,14 @@ export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): str
   else
     out.push(
       ...table(
-        ["when", "pack", "what", "status", "score", "cost", "cost by model"],
+        ["when", "pack", "what", "status", "score", "$/episode", "$/session", "cost by model"],
         s.verdicts.map((v) => [
           ago(v.createdAt, s.now),
           shortHash(v.packHash),
           v.label ?? (v.epochId !== null ? `epoch ${v.epochId}` : v.source),
           v.rejected ? `rejected ${v.rejection?.code ?? ""}`.trim() : v.status,
           v.score === null ? "–" : `${score(v.score)}/${v.scenarios.length}`,
+          usd(v.costPerEpisodeUsd),
           usd(v.costUsd),
           Object.entries(v.costByModel)
             .sort(([, a], [, b]) => b - a)
@@ -116,7 +118,7 @@ export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): str
             .map(([m, x]) => `${m} ${usd(x)}`)
             .join(", ") || "–",
         ]),
-        new Set([4, 5]),
+        new Set([4, 5, 6]),
       ),
     );
 

@@ -65,17 +65,17 @@ interface EvalJson {
   };
 }
 
-/** The JSON array `eval --json` prints (after any progress lines). */
+/** The JSON array `eval --json` prints: stdout holds nothing else. */
 function parseEval(stdout: string): EvalJson[] {
-  const i = stdout.indexOf("\n[");
-  return JSON.parse(i >= 0 ? stdout.slice(i + 1) : stdout) as EvalJson[];
+  return JSON.parse(stdout) as EvalJson[];
 }
 
 async function evalBench(ref: string) {
   const dataDir = mkdtempSync(join(tmpdir(), "bench-registry-"));
   const r = await runEvalCli(
     dataDir,
-    [PACK, "--bench", ref, "--spec", String(SPEC), "--json", "--concurrency", "2"],
+    // --progress: the pull lines on stderr (not a terminal here), which the tests read.
+    [PACK, "--bench", ref, "--spec", String(SPEC), "--json", "--progress", "--concurrency", "2"],
     {
       env: {
         NETWORK: "local",

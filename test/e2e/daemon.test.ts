@@ -1,6 +1,7 @@
 /**
  * The validator daemon end to end with the REAL pipeline: Docker sandboxes, the meter, the
- * in-process Engy simulator, real scenarios (spec 900's quick ones); the FakePlatform opening an
+ * in-process Engy simulator, real scenarios (the built-in suite's quick ones, whatever spec number the
+ * platform names: the built-in suite has none, its verdicts are spec 0); the FakePlatform opening an
  * epoch with a real pack URL it serves (examples/packs/pin.json), the subtensor test node, a btcli
  * wallet file. The second test drives `trajrl-validator run` as a process and stops it with SIGTERM.
  * The third runs one epoch of upstream's default weight-only mode as a process.
@@ -36,6 +37,8 @@ const QUICK = ["binary-flag-hunt", "access-log-regex"];
 // The built-in suite votes only on a local chain (the fake node answers any genesis there).
 const SIM = {
   EVAL_ENABLED: "1",
+  // `run` as a process: the built-in suite's quick set (the in-process daemon names its scenarios).
+  SUITE: "quick",
   LLM_API_KEY: "",
   ENGY_SIM_SEED: "11",
   ENGY_SIM_LATENCY_SCALE: "0",
@@ -163,7 +166,7 @@ describe("daemon e2e, weight-only (upstream's default mode)", () => {
       packBytes: pinBytes,
       challengerHotkey: w.subnet.challenger,
       challengerUid: w.subnet.uids.challenger,
-      specNumber: 900,
+      specNumber: 27,
     });
     const included = () => setWeightsOf(w.subnet).filter((x) => x.outcome === "success");
     const run = startRun(w.env);
@@ -232,7 +235,7 @@ describe("daemon e2e (real pipeline, simulator, Docker)", () => {
       packBytes: pinBytes,
       challengerHotkey: w.subnet.challenger,
       challengerUid: w.subnet.uids.challenger,
-      specNumber: 900,
+      specNumber: 27,
     });
     const first = await inProcessDaemon(w);
     const phases = new Set<string>();
@@ -249,7 +252,8 @@ describe("daemon e2e (real pipeline, simulator, Docker)", () => {
       challenger: { score: number; qualified: boolean; scenario_results: Record<string, unknown> };
       spec_number: number;
     };
-    expect(body.spec_number).toBe(900);
+    // The platform named spec 27; the built-in suite claims no subnet spec.
+    expect(body.spec_number).toBe(0);
     expect(Object.keys(body.challenger.scenario_results)).toEqual(QUICK);
     // What was posted is the evaluation stored in SQLite.
     const db = first.daemon.database!;
@@ -329,7 +333,7 @@ describe("daemon e2e (real pipeline, simulator, Docker)", () => {
     const epoch = w.fake.openEpoch({
       packBytes: pinBytes,
       challengerHotkey: w.subnet.challenger,
-      specNumber: 900,
+      specNumber: 27,
     });
     const dbPath = join(w.env.DATA_DIR!, "validator.sqlite");
     const epochEvaluation = () => {

@@ -1,6 +1,7 @@
 /**
  * The `eval` command as a miner or operator runs it: real Docker, the real meter, the in-process
- * Engy simulator, real scenarios. Spec 900 (three quick scenarios) keeps it to minutes.
+ * Engy simulator, real scenarios. The built-in suite's `quick` set (three scenarios) keeps it to
+ * minutes. With --json, stdout is the JSON alone (parsed whole here).
  */
 import type { ChildProcess } from "node:child_process";
 import { mkdtempSync } from "node:fs";
@@ -19,6 +20,8 @@ type JsonResult = Array<{
   label: string;
   kind: string;
   verdict?: {
+    spec: number;
+    provenance: { suite?: string };
     score: number;
     qualified: boolean;
     costUsd: number;
@@ -26,9 +29,9 @@ type JsonResult = Array<{
   };
 }>;
 
+/** All of stdout: with --json nothing else is printed there. */
 function parseJson(stdout: string): JsonResult {
-  const start = stdout.indexOf("[\n");
-  return JSON.parse(stdout.slice(start)) as JsonResult;
+  return JSON.parse(stdout) as JsonResult;
 }
 
 const essence = (r: JsonResult) =>
@@ -51,8 +54,8 @@ describe("eval (e2e)", () => {
     const packs = ["examples/packs/pin.json", "examples/packs/advisers.json"];
     const c3 = await evalCli(mkdtempSync(join(tmpdir(), "eval-c3-")), [
       ...packs,
-      "--spec",
-      "900",
+      "--suite",
+      "quick",
       "--concurrency",
       "3",
       "--json",
@@ -68,11 +71,15 @@ describe("eval (e2e)", () => {
       "access-log-regex",
       "git-lost-commit-recovery",
     ]);
+    // The built-in suite claims no subnet spec: spec 0, the set's name in the provenance.
+    expect([advisers!.verdict!.spec, advisers!.verdict!.provenance.suite]).toEqual([0, "quick"]);
+    // stderr is not a terminal here: no progress lines for people.
+    expect(c3.stderr).not.toMatch(/running|logs: /);
 
     const c1 = await evalCli(mkdtempSync(join(tmpdir(), "eval-c1-")), [
       ...packs,
-      "--spec",
-      "900",
+      "--suite",
+      "quick",
       "--concurrency",
       "1",
       "--json",
@@ -84,7 +91,7 @@ describe("eval (e2e)", () => {
   it("kill -9 mid-evaluation: the same command resumes, keeps finished episodes, same verdict, nothing leaked", async () => {
     expect(reference, "needs the first test's verdicts").toBeDefined();
     const dataDir = mkdtempSync(join(tmpdir(), "eval-kill-"));
-    const args = ["examples/packs/advisers.json", "--spec", "900", "--concurrency", "1", "--json"];
+    const args = ["examples/packs/advisers.json", "--suite", "quick", "--concurrency", "1", "--json"];
     // Kill once the first episode is final in SQLite, while the second one runs.
     const pids: number[] = [];
     const killed = await evalCli(dataDir, args, (child) => {

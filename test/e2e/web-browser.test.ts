@@ -2,9 +2,9 @@
  * The status page in a real browser during a real evaluation: Debian's Chromium driven by
  * playwright-core, the status server on loopback fed by the evaluation pipeline (real Docker
  * episodes, the real meter, the in-process Engy simulator). One pack is evaluated first so the
- * verdict chart has data; the page is then loaded while a second pack runs on spec 900, asserted
- * (a progress row per scenario, live phase changes without reload, the chart) and photographed to
- * test-output/. Needs `bash scripts/web-deps.sh` (chromium) and the Docker engine.
+ * verdict chart has data; the page is then loaded while a second pack runs on the built-in suite's
+ * `quick` set, asserted (a progress row per scenario, live phase changes without reload, the chart,
+ * the suite's name where a spec number would be) and photographed to test-output/. Needs `bash scripts/web-deps.sh` (chromium) and the Docker engine.
  */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -117,7 +117,7 @@ describe("status page in headless Chromium during a running evaluation", () => {
       pack: loadPack(readFileSync(join(root, "examples/packs/advisers.json"))),
       label: "examples/packs/advisers.json",
       source: "local",
-      specNumber: 900,
+      suite: "quick",
     }).then((r) => {
       result = r;
       return r;
@@ -136,6 +136,8 @@ describe("status page in headless Chromium during a running evaluation", () => {
     );
     const phases = await rows.evaluateAll((trs) => trs.map((tr) => (tr as unknown as Row).dataset.phase));
     expect(phases.some((p) => p === "starting" || p === "running" || p === "verifying")).toBe(true);
+    // The evaluation is named by its suite, never by a spec number.
+    expect(await page.locator(".eval-meta").textContent()).toMatch(/· suite quick · /);
     // Every row carries its phase badge, elapsed time, spend-vs-cap bar and cap.
     expect(await page.locator("table#progress tr.scenario .phase").count()).toBe(3);
     expect(await page.locator("table#progress tr.scenario svg.bar").count()).toBe(3);

@@ -72,7 +72,10 @@ beforeAll(async () => {
   await fixture("fixture-good", "42", 0);
   await fixture("fixture-bad", "41", 0.5);
   await fixture("fixture-rooted", "42", 0, true);
-  await writeFile(join(tmp, "specs.json"), JSON.stringify({ default: 1, specs: { "1": ["fixture-good"] } }));
+  await writeFile(
+    join(tmp, "suites.json"),
+    JSON.stringify({ default: "all", suites: { all: ["fixture-good"] } }),
+  );
 }, 120_000);
 
 afterAll(async () => {

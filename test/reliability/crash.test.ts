@@ -17,8 +17,6 @@ const SEED = Number(process.env.CRASH_SEED ?? 20261203);
 const POINTS = Number(process.env.CRASH_POINTS ?? 20);
 const ARGS = [
   "examples/packs/escalate.json",
-  "--spec",
-  "900",
   "--scenarios",
   "access-log-regex,binary-flag-hunt",
   "--concurrency",

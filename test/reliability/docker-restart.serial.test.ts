@@ -55,7 +55,6 @@ const run = (label: string, onEvent?: Parameters<typeof evaluatePack>[1]["onEven
   evaluatePack(env, {
     pack: loadPack(PACK),
     label,
-    specNumber: 900,
     scenarios: SCENARIOS,
     source: "local",
     concurrency: 2,

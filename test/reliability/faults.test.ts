@@ -60,7 +60,6 @@ async function run(label: string, onEvent?: Parameters<typeof evaluatePack>[1]["
   return evaluatePack(env, {
     pack: loadPack(PACK),
     label,
-    specNumber: 900,
     scenarios: SCENARIOS,
     source: "local",
     concurrency: 2,

@@ -9,11 +9,16 @@ import {
   verdictTable,
 } from "../../src/evaluation/index.js";
 
-function verdict(score: number[], usd: number[], models: string[]): Verdict {
+function verdict(
+  score: number[],
+  usd: number[],
+  models: string[],
+  on: { spec: number; suite?: string } = { spec: 0, suite: "quick" },
+): Verdict {
   return buildVerdict({
     evaluationId: "ev",
     packHash: "a".repeat(64),
-    spec: 900,
+    spec: on.spec,
     scenarios: score.map((q, k) => ({
       scenario: `s${k}<x>`,
       quality: q,
@@ -42,6 +47,7 @@ function verdict(score: number[], usd: number[], models: string[]): Verdict {
       llm: { baseUrl: "x", simulated: true, defaultModel: "m" },
       capUsd: 0.3,
       concurrency: 1,
+      ...(on.suite ? { suite: on.suite } : {}),
     },
     startedAt: "",
     finishedAt: "",
@@ -53,22 +59,36 @@ describe("evaluation output", () => {
   const cheap = verdict([1, 0, 0.5], [0.01, 0.01, 0.02], ["glm-5.3-flash"]);
   const cheapTie = verdict([1, 0, 0.5], [0.001, 0.001, 0.002], ["deepseek-v4.1-flash"]);
 
-  it("leaderboard orders by score, then by lower cost, and prints $ per session", () => {
+  it("leaderboard orders by score, then by lower cost; `$/episode` is the mean, `$/session` the pack's total", () => {
     const out = leaderboard([
       { label: "cheap", verdict: cheap },
       { label: "strong", verdict: strong },
       { label: "cheapest", verdict: cheapTie },
     ]);
-    const lines = out.split("\n").slice(2);
+    const [header, , ...lines] = out.split("\n");
+    expect(header!.split(/\s{2,}/)).toEqual([
+      "#",
+      "pack",
+      "score",
+      "qualified",
+      "$/episode",
+      "$/session",
+      "top models by spend",
+    ]);
     expect(lines.map((l) => l.split(/\s{2,}/)[1])).toEqual(["strong", "cheapest", "cheap"]);
-    expect(lines[0]).toContain("2.5000 / 3");
-    expect(lines[0]).toContain("$0.1400");
+    // strong: 0.10 + 0.12 + 0.20 = 0.42 over 3 episodes.
+    expect(lines[0]!.split(/\s{2,}/).slice(2, 6)).toEqual(["2.5000 / 3", "yes", "$0.1400", "$0.4200"]);
   });
 
-  it("verdict table lists every scenario with its tests", () => {
+  it("verdict table names the suite (never spec 0) or the subnet spec, and its costs per session and per episode", () => {
     const t = verdictTable(strong);
     expect(t).toContain("score 2.5000");
-    expect(t).toMatch(/s2<x>\s+0\.5000\s+2\/4/);
+    expect(t.split("\n")[0]).toMatch(/ suite quick .* \$\/session \$0\.4200 {2}\$\/episode \$0\.1400$/);
+    expect(t).not.toContain("spec 0");
+    expect(t.split("\n")[1]).toMatch(/^scenario\s+quality\s+tests\s+\$\/episode\s+time\s+failure$/);
+    expect(t).toMatch(/s2<x>\s+0\.5000\s+2\/4\s+\$0\.2000/);
+    const subnet = verdictTable(verdict([1], [0.05], ["m"], { spec: 27 }));
+    expect(subnet.split("\n")[0]).toContain(" spec 27 ");
   });
 
   it("the HTML report escapes names and draws one bar per scenario", () => {
@@ -81,6 +101,24 @@ describe("evaluation output", () => {
     expect(html).toContain("Leaderboard");
     expect((html.match(/class="track"/g) ?? []).length).toBe(6);
     expect(html).toContain("kimi-k3");
+  });
+
+  it("the HTML report names the columns as the terminal does and shows the suite, not spec 0", () => {
+    const html = renderReport([
+      { label: "strong", verdict: strong },
+      { label: "cheap", verdict: cheap },
+    ]);
+    expect(html).toContain(
+      "<th>#</th><th>pack</th><th>score</th><th>qualified</th><th>$/episode</th><th>$/session</th>",
+    );
+    expect(html).toContain("<td>strong</td><td>2.5000</td><td>yes</td><td>$0.1400</td><td>$0.4200</td>");
+    expect(html).toContain("$0.4200 per session ($0.1400 per episode)");
+    expect(html).toContain("<th>tests</th><th>$/episode</th>");
+    expect(html).toMatch(/<footer>suite quick · /);
+    expect(html).not.toMatch(/spec 0|\$ \/ session|total \$/);
+    expect(renderReport([{ label: "s", verdict: verdict([1], [0.05], ["m"], { spec: 27 }) }])).toMatch(
+      /<footer>spec 27 · /,
+    );
   });
 
   it("progress view: plain lines when not a TTY, one per phase change", () => {

@@ -9,12 +9,13 @@ import {
   digestOf,
   formatScenarioTable,
   loadCatalogue,
-  parseSpecs,
+  parseSuites,
   parseTaskToml,
-  resolveSpec,
-  resolveSpecOrDefault,
+  resolveSuite,
   selectScenarios,
-  UnknownSpecError,
+  specLabel,
+  suitesOf,
+  UnknownSuiteError,
 } from "../../src/scenarios/index.js";
 
 const TASK = `version = "1.0"
@@ -157,30 +158,49 @@ describe("deliverablePathProblem", () => {
   });
 });
 
-describe("parseSpecs", () => {
+describe("parseSuites", () => {
   const known = new Set(["a", "b", "c"]);
-  it("maps spec numbers to names in order", () => {
-    const s = parseSpecs('{"default": 27, "specs": {"27": ["c", "a"], "900": ["b"]}}', "specs.json", known);
-    expect(s.default).toBe(27);
-    expect(s.specs.get(27)).toEqual(["c", "a"]);
-    expect(s.specs.get(900)).toEqual(["b"]);
+  it("maps suite names to scenario names in order; the default is listed first", () => {
+    const s = parseSuites(
+      '{"default": "full", "suites": {"quick": ["b"], "full": ["c", "a"]}}',
+      "suites.json",
+      known,
+    );
+    expect(s.default).toBe("full");
+    expect(s.suites.get("full")).toEqual(["c", "a"]);
+    expect(s.suites.get("quick")).toEqual(["b"]);
+    expect(suitesOf(s, "b")).toEqual(["quick"]);
+    expect(suitesOf(s, "a")).toEqual(["full"]);
   });
 
-  it("rejects unknown names, an undefined default, duplicates, bad keys and empty specs", () => {
+  it("rejects numbers as names (a spec number is the subnet's), the reserved name, unknown names, an undefined default, duplicates and empty suites", () => {
     const cases: [string, RegExp][] = [
-      ['{"default": 1, "specs": {"1": ["a", "zzz"]}}', /specs\.1: unknown scenario zzz/],
-      ['{"default": 2, "specs": {"1": ["a"]}}', /default: spec 2 is not defined/],
-      ['{"default": 1, "specs": {"1": ["a", "a"]}}', /listed twice/],
-      ['{"default": 1, "specs": {"one": ["a"]}}', /non-negative integers/],
-      ['{"default": 1, "specs": {"1": []}}', /at least one scenario/],
+      ['{"default": "27", "suites": {"27": ["a"]}}', /suites\.27: .*spec number belongs to the subnet/],
+      ['{"default": 27, "suites": {"x": ["a"]}}', /default: /],
+      [
+        '{"default": "x", "suites": {"x": ["a"], "Quick": ["b"]}}',
+        /suites\.Quick: a suite name is a lowercase word/,
+      ],
+      ['{"default": "x", "suites": {"x": ["a"], "custom": ["b"]}}', /"custom" is reserved/],
+      ['{"default": "x", "suites": {"x": ["a", "zzz"]}}', /suites\.x: unknown scenario zzz/],
+      ['{"default": "y", "suites": {"x": ["a"]}}', /default: suite "y" is not defined/],
+      ['{"default": "x", "suites": {"x": ["a", "a"]}}', /listed twice/],
+      ['{"default": "x", "suites": {"x": []}}', /at least one scenario/],
+      ['{"default": 1, "specs": {"1": ["a"]}}', /suites: /],
       ["{not json", /not JSON/],
     ];
     for (const [text, want] of cases) {
-      const e = errorOf(() => parseSpecs(text, "/s/specs.json", known));
-      expect(e.code, text).toBe("specs_invalid");
-      expect(e.message, text).toMatch(/^\/s\/specs\.json: /);
+      const e = errorOf(() => parseSuites(text, "/s/suites.json", known));
+      expect(e.code, text).toBe("suites_invalid");
+      expect(e.message, text).toMatch(/^\/s\/suites\.json: /);
       expect(e.message, text).toMatch(want);
     }
+  });
+
+  it("labels a verdict by its suite when it has one, else by its subnet spec", () => {
+    expect(specLabel(0, "quick")).toBe("suite quick");
+    expect(specLabel(27, undefined)).toBe("spec 27");
+    expect(specLabel(27, null)).toBe("spec 27");
   });
 });
 
@@ -236,8 +256,8 @@ describe("loadCatalogue", () => {
     await writeFile(join(root, "_harness", "notes.txt"), "shared tooling, not a scenario\n");
     await writeFile(join(root, "README.md"), "# scenarios\n");
     await writeFile(
-      join(root, "specs.json"),
-      '{"default": 5, "specs": {"5": ["zeta", "alpha"], "6": ["alpha"]}}',
+      join(root, "suites.json"),
+      '{"default": "both", "suites": {"both": ["zeta", "alpha"], "one": ["alpha"]}}',
     );
     return loadCatalogue(root);
   }
@@ -259,24 +279,20 @@ describe("loadCatalogue", () => {
     expect(cat.byName("nope")).toBeUndefined();
   });
 
-  it("resolves specs in the spec's order; undefined means the default", async () => {
+  it("resolves suites in the suite's order; undefined means the default", async () => {
     const cat = await twoScenarios();
-    expect(resolveSpec(cat, undefined)).toMatchObject({ spec: 5 });
-    expect(resolveSpec(cat, 5).scenarios.map((s) => s.name)).toEqual(["zeta", "alpha"]);
-    expect(resolveSpec(cat, 6).scenarios.map((s) => s.name)).toEqual(["alpha"]);
+    expect(resolveSuite(cat, undefined)).toMatchObject({ suite: "both" });
+    expect(resolveSuite(cat, "both").scenarios.map((s) => s.name)).toEqual(["zeta", "alpha"]);
+    expect(resolveSuite(cat, "one").scenarios.map((s) => s.name)).toEqual(["alpha"]);
   });
 
-  it("an unknown spec is a typed error that a caller can turn into a fallback", async () => {
+  it("an unknown suite is a typed input error naming the known ones", async () => {
     const cat = await twoScenarios();
-    const e = errorOf(() => resolveSpec(cat, 26));
-    expect(e).toBeInstanceOf(UnknownSpecError);
-    expect(e.code).toBe("unknown_spec");
-    expect((e as UnknownSpecError).known).toEqual([5, 6]);
-    expect((e as UnknownSpecError).defaultSpec).toBe(5);
-    const fallback = resolveSpecOrDefault(cat, 26);
-    expect(fallback.spec).toBe(5);
-    expect(fallback.fellBackFrom).toBe(26);
-    expect(resolveSpecOrDefault(cat, 6).fellBackFrom).toBeUndefined();
+    const e = errorOf(() => resolveSuite(cat, "27"));
+    expect(e).toBeInstanceOf(UnknownSuiteError);
+    expect(e.code).toBe("unknown_suite");
+    expect((e as UnknownSuiteError).known).toEqual(["both", "one"]);
+    expect(e.message).toBe('no suite "27" in suites.json (known: both, one)');
   });
 
   it("selects scenarios by name and rejects unknown names", async () => {
@@ -290,7 +306,7 @@ describe("loadCatalogue", () => {
 
   it("the digest follows environment/, tests/ and task.toml, not the instruction or solution", async () => {
     await scenario("one");
-    await writeFile(join(root, "specs.json"), '{"default": 1, "specs": {"1": ["one"]}}');
+    await writeFile(join(root, "suites.json"), '{"default": "all", "suites": {"all": ["one"]}}');
     const d0 = (await loadCatalogue(root))[0]!.digest;
     expect(d0).toMatch(/^[0-9a-f]{64}$/);
     await writeFile(join(root, "one", "instruction.md"), "Reworded.\n");
@@ -318,7 +334,7 @@ describe("loadCatalogue", () => {
       await rm(root, { recursive: true, force: true });
       await mkdir(root);
       await scenario("broken", { skip });
-      await writeFile(join(root, "specs.json"), '{"default": 1, "specs": {"1": ["broken"]}}');
+      await writeFile(join(root, "suites.json"), '{"default": "all", "suites": {"all": ["broken"]}}');
       const err = await loadCatalogue(root).then(
         () => undefined,
         (e: Error & { code?: string }) => e,
@@ -333,33 +349,33 @@ describe("loadCatalogue", () => {
     await scenario("bad", {
       task: TASK.replace('agent_output_path = "/app/out.py"', 'agent_output_path = "out"'),
     });
-    await writeFile(join(root, "specs.json"), '{"default": 1, "specs": {"1": ["bad"]}}');
+    await writeFile(join(root, "suites.json"), '{"default": "all", "suites": {"all": ["bad"]}}');
     await expect(loadCatalogue(root)).rejects.toThrow(
       `${join(root, "bad", "task.toml")}: verifier.agent_output_path: must be an absolute path`,
     );
   });
 
-  it("rejects folder names that cannot name an image, a missing specs.json and a missing directory", async () => {
+  it("rejects folder names that cannot name an image, a missing suites.json and a missing directory", async () => {
     await scenario("Bad_Name");
-    await writeFile(join(root, "specs.json"), '{"default": 1, "specs": {"1": ["Bad_Name"]}}');
+    await writeFile(join(root, "suites.json"), '{"default": "all", "suites": {"all": ["Bad_Name"]}}');
     await expect(loadCatalogue(root)).rejects.toThrow(/folder name must be lowercase/);
     await rm(join(root, "Bad_Name"), { recursive: true });
     await scenario("fine");
-    await rm(join(root, "specs.json"));
-    await expect(loadCatalogue(root)).rejects.toThrow(/specs\.json: missing/);
+    await rm(join(root, "suites.json"));
+    await expect(loadCatalogue(root)).rejects.toThrow(/suites\.json: missing/);
     await expect(loadCatalogue(join(root, "nowhere"))).rejects.toMatchObject({
       code: "scenarios_dir_unreadable",
     });
   });
 
-  it("formats the list table with timeouts, deliverable, null floor and specs", async () => {
+  it("formats the list table with timeouts, deliverable, null floor and suites", async () => {
     const cat = await twoScenarios();
     const lines = formatScenarioTable(cat).split("\n");
     expect(lines[0]).toMatch(
-      /^NAME\s+CATEGORY\s+DIFFICULTY\s+AGENT\s+VERIFIER\s+DELIVERABLE\s+NULL FLOOR\s+SPECS$/,
+      /^NAME\s+CATEGORY\s+DIFFICULTY\s+AGENT\s+VERIFIER\s+DELIVERABLE\s+NULL FLOOR\s+SUITES$/,
     );
-    expect(lines[1]).toMatch(/^alpha\s+demo\s+easy\s+120s\s+60s\s+\/app\/out\.py\s+0\.2500\s+5,6$/);
-    expect(lines[2]).toMatch(/^zeta\s+.*\s+5$/);
-    expect(lines.at(-1)).toBe("2 scenarios; specs: 5 (2) default, 6 (1)");
+    expect(lines[1]).toMatch(/^alpha\s+demo\s+easy\s+120s\s+60s\s+\/app\/out\.py\s+0\.2500\s+both,one$/);
+    expect(lines[2]).toMatch(/^zeta\s+.*\s+both$/);
+    expect(lines.at(-1)).toBe("2 scenarios; suites: both (2) default, one (1)");
   });
 });

@@ -6,6 +6,7 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
+import { PUBLISHED_SPECS } from "../../src/bench/index.js";
 import {
   type Catalogue,
   loadCatalogue,
@@ -44,11 +45,19 @@ beforeAll(async () => {
 });
 
 describe("the shipped catalogue", () => {
-  it("has at least 10 scenarios; spec 27 is the full suite and the default; 900 is a quick spec", () => {
+  it("has at least 10 scenarios in named sets, never spec numbers: `builtin` is all of them and the default, `quick` three", () => {
     expect(catalogue.length).toBeGreaterThanOrEqual(10);
-    expect(catalogue.specs.default).toBe(27);
-    expect([...catalogue.specs.specs.get(27)!].sort()).toEqual(catalogue.map((s) => s.name));
-    expect(catalogue.specs.specs.get(900)).toHaveLength(3);
+    expect(catalogue.suites.default).toBe("builtin");
+    expect([...catalogue.suites.suites.keys()].sort()).toEqual(["builtin", "quick"]);
+    expect([...catalogue.suites.suites.get("builtin")!].sort()).toEqual(catalogue.map((s) => s.name));
+    expect(catalogue.suites.suites.get("quick")).toEqual([
+      "binary-flag-hunt",
+      "access-log-regex",
+      "git-lost-commit-recovery",
+    ]);
+    // No subnet spec can name one of them: the subnet's scenarios are trajrl-bench's.
+    for (const [, spec] of PUBLISHED_SPECS.specs)
+      for (const s of catalogue) expect(spec.scenarios, s.name).not.toContain(s.name);
   });
 
   it("the harness copies in every tests/ folder are identical to scenarios/_harness", () => {
