@@ -179,19 +179,29 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
     const testFiles = scenario.testFiles;
     if (verifier.kind === "bench" && !testFiles)
       throw new InfraError("check_no_tests", `${scenario.name}: the bench gave no test files`);
+    // The bench's verifier names its container after the scope (one grading per episode), so
+    // each grading here gets a scope of its own.
+    const benchGrade = async (label: string, data: Buffer): Promise<GradeResult> => {
+      const own = opts.sandbox.openScope(`${id}-${label}`, (scenario.task.verifier.timeout_sec + 120) * 1000);
+      try {
+        return await gradeBenchDeliverable({
+          docker: opts.sandbox.docker,
+          scope: own,
+          image: image.ref,
+          testFiles: testFiles!,
+          agentOutputPath: scenario.task.verifier.agent_output_path,
+          deliverable: data,
+          timeoutMs: scenario.task.verifier.timeout_sec * 1000,
+          network: verifier.kind === "bench" ? verifier.network : "none",
+          ...(opts.signal ? { signal: opts.signal } : {}),
+        });
+      } finally {
+        await own.dispose();
+      }
+    };
     const grade = (label: string, data: Buffer): Promise<GradeResult> =>
       verifier.kind === "bench"
-        ? gradeBenchDeliverable({
-            docker: opts.sandbox.docker,
-            scope,
-            image: image.ref,
-            testFiles: testFiles!,
-            agentOutputPath: scenario.task.verifier.agent_output_path,
-            deliverable: data,
-            timeoutMs: scenario.task.verifier.timeout_sec * 1000,
-            network: verifier.network,
-            ...(opts.signal ? { signal: opts.signal } : {}),
-          })
+        ? benchGrade(label, data)
         : gradeDeliverable({
             docker: opts.sandbox.docker,
             scope,
