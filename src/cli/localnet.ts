@@ -28,7 +28,11 @@ export function registerLocalnet(program: Command): void {
     .option("--platform-port <port>", "the platform's HTTP port", "8088")
     .option("--public-host <name>", "host name the validator reaches them by (default: --host)")
     .option("--pack <file>", "the challenger's pack (default examples/packs/pin.json)")
-    .option("--spec <n>", "the epoch's scenario spec", "900")
+    .option(
+      "--spec <n>",
+      "the subnet spec the epoch names (a registry bench evaluates it; the built-in suite runs SUITE whatever it is)",
+      "27",
+    )
     .option(
       "--hotkey <ss58>",
       "the validator's hotkey (default: the wallet WALLET_PATH/WALLET_NAME/WALLET_HOTKEY)",

@@ -52,14 +52,14 @@ afterAll(async () => {
 describe("trajrl-validator localnet", () => {
   it("registers this wallet's hotkey, opens an epoch with the pin pack, and says what to point the validator at", async () => {
     expect(stderr).toContain(`validator ${wallet.ss58} registered at uid 3 with a validator permit`);
-    expect(stderr).toMatch(/challenge epoch 1000: pack [0-9a-f]{12} \(pin\.json\), spec 900/);
+    expect(stderr).toMatch(/challenge epoch 1000: pack [0-9a-f]{12} \(pin\.json\), spec 27/);
     const env =
       /NETWORK=local SUBTENSOR_ENDPOINT=(\S+) TRAJECTORYRL_API_BASE_URL=(\S+) NETUID=11 EVAL_ENABLED=1/.exec(
         stderr,
       );
     expect(env).not.toBeNull();
     const ready = JSON.parse(stdout.split("\n").find((l) => l.includes('"localnet.ready"'))!);
-    expect(ready).toMatchObject({ NETWORK: "local", validator: wallet.ss58, uid: 3, epoch: 1000, spec: 900 });
+    expect(ready).toMatchObject({ NETWORK: "local", validator: wallet.ss58, uid: 3, epoch: 1000, spec: 27 });
 
     // A validator pointed there: its preflight finds the registration and the open epoch.
     const check = await new Promise<{ code: number; out: string }>((resolve) => {
