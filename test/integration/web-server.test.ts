@@ -79,6 +79,14 @@ const statusShape = z
         ),
       })
       .nullable(),
+    images: z.array(
+      z.object({
+        image: z.string(),
+        ref: z.string(),
+        phase: z.enum(["pulling", "building", "ready", "cached", "fallback"]),
+        at: z.number(),
+      }),
+    ),
     verdicts: z.array(
       z.object({
         evaluationId: z.string(),

@@ -148,7 +148,8 @@ def lock_down():
             if st.st_gid == AGENT_GID:
                 kept |= (mode >> 3) & 0o5
             os.lchown(path, 0, 0)
-            mode |= kept
+            # chown cleared any set-uid/set-gid bit: chmod must not set them again (as root's).
+            mode = (mode | kept) & ~(stat.S_ISUID | stat.S_ISGID)
         if mode & stat.S_IWOTH:
             mode &= ~stat.S_IWOTH
         if mode != stat.S_IMODE(st.st_mode):
