@@ -1,14 +1,13 @@
 /**
  * Meter overhead benchmark:
- *   npx tsx bench/meter.ts [--seconds 2] [--rounds 2] [--body-kb 8] [--upstream sim|test]
+ *   npx tsx bench/meter.ts [--seconds 2] [--rounds 2] [--body-kb 8]
  *     [--levels 1,16,64] [--modes json,stream] [--variant full|no-receipts|no-logs|no-receipts,no-logs]
  *     [--cpu-prof DIR]   (a V8 CPU profile of the meter process, for diagnosis)
  *     [--from dist|src]  (dist, the default: the compiled JavaScript the daemon runs in production,
  *                         built with tsc at start; src: the TypeScript sources through tsx)
  *
  * Three targets on the same zero-latency upstream, each server in its own child process:
- *   direct  the upstream itself (the Engy simulator at latency scale 0 when src/engy-sim loads,
- *           else the tests' OpenAI-shaped upstream),
+ *   direct  the upstream itself (the Engy simulator at latency scale 0),
  *   bare    a bare pass-through proxy (node:http + an undici Pool, nothing else): the floor of one
  *           extra HTTP hop on this machine,
  *   meter   the meter (receipts on, durable SQLite file in WAL mode, info logs to a file).
@@ -18,7 +17,7 @@
  * figure is the best of the rounds (the machine is shared, so the best run is the least disturbed).
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -53,30 +52,10 @@ function cpuSeconds(pid: number): number {
 
 // ------------------------------------------------------------------ children
 
-async function childUpstream(kind: string): Promise<void> {
-  const simPath = join(root, "src/engy-sim/index.ts");
-  if (kind !== "test" && existsSync(simPath)) {
-    try {
-      const sim = await import("../src/engy-sim/index.js");
-      const s = await sim.startEngySim({
-        host: "127.0.0.1",
-        port: 0,
-        seed: 1,
-        latencyScale: 0,
-        apiKeys: "any",
-      });
-      console.log(`${s.port} engy-sim`);
-      return;
-    } catch (err) {
-      console.error(`engy-sim unavailable (${(err as Error).message}); using the test upstream`);
-    }
-  }
-  const { startTestUpstream } = await import("../test/helpers/meter-upstream.js");
-  const up = await startTestUpstream({
-    lean: true,
-    answer: { content: "The answer is forty-two, as computed." },
-  });
-  console.log(`${up.port} test-upstream`);
+async function childUpstream(): Promise<void> {
+  const sim = await import("../src/engy-sim/index.js");
+  const s = await sim.startEngySim({ host: "127.0.0.1", port: 0, seed: 1, latencyScale: 0, apiKeys: "any" });
+  console.log(`${s.port} engy-sim`);
 }
 
 async function childBare(upstreamPort: number): Promise<void> {
@@ -298,7 +277,7 @@ async function main(): Promise<void> {
       throw new Error("tsc failed: cannot build dist/ for the benchmark (use --from src)");
   }
 
-  const up = startChild(["upstream", argStr("upstream", "sim")]);
+  const up = startChild(["upstream"]);
   const [upPortStr, upKind] = (await up.firstLine).split(" ") as [string, string];
   const upPort = Number(upPortStr);
   const bare = startChild(["bare", String(upPort)]);
@@ -396,7 +375,7 @@ async function main(): Promise<void> {
 }
 
 const role = process.argv[2] === "child" ? process.argv[3] : undefined;
-if (role === "upstream") await childUpstream(process.argv[4] ?? "sim");
+if (role === "upstream") await childUpstream();
 else if (role === "bare") await childBare(Number(process.argv[4]));
 else if (role === "meter")
   await childMeter(Number(process.argv[4]), process.argv[5] ?? "full", process.argv[6] ?? "dist");

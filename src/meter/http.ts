@@ -132,3 +132,33 @@ export function wait(ms: number, abort: CallAbort): Promise<boolean> {
     abort.once("abort", onAbort);
   });
 }
+
+export const REMAINING_HEADER = "x-trajrl-budget-remaining-usd";
+
+/** A whole JSON (or other) response with the budget header. */
+export function send(
+  res: ServerResponse,
+  status: number,
+  body: Buffer,
+  remaining: string,
+  type = "application/json",
+): void {
+  res.writeHead(status, {
+    "content-type": type,
+    "content-length": body.length,
+    [REMAINING_HEADER]: remaining,
+  });
+  res.end(body);
+}
+
+/** An OpenAI-shaped error response with the budget header. */
+export function sendError(
+  res: ServerResponse,
+  status: number,
+  message: string,
+  type: string,
+  code: string,
+  remaining: string,
+): void {
+  send(res, status, Buffer.from(errorBody(message, type, code)), remaining);
+}
