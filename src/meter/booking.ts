@@ -31,7 +31,7 @@ export interface Call {
   upstreamStatus: number | null;
   requestId: string | null;
   ac: CallAbort | null;
-  /** Settled and receipted (exactly once). */
+  /** Settled (exactly once; its receipt follows). */
   settled: boolean;
 }
 
@@ -77,11 +77,15 @@ export interface Booked {
 export class Booking {
   constructor(private readonly queue: ReceiptQueue | null) {}
 
-  /** Settle a forwarded call and write its receipt. */
+  /**
+   * Settle a forwarded call now (what a response's budget header must reflect) and write its receipt
+   * right after: fingerprints, the durable row and the log line wait until the bytes in hand are
+   * on their way (process.nextTick runs after node's own uncork of the response).
+   */
   finish(call: Call, o: Outcome): void {
     if (call.settled) return;
     const b = this.book(call, o);
-    this.record(call, o, b);
+    process.nextTick(() => this.record(call, o, b));
   }
 
   /** A call refused before forwarding: its receipt, nothing billed. */
@@ -98,6 +102,7 @@ export class Booking {
    * header must already reflect). The receipt is written by record(), which may follow the response.
    */
   book(call: Call, o: Outcome): Booked {
+    call.settled = true;
     const ep = call.ep;
     const price = call.price!;
     const acc = o.acc;

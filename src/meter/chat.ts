@@ -160,7 +160,6 @@ export class ChatPath {
     call.clamped = plan.clamped;
     if (plan.clamped) ep.clamped++;
 
-    const clientWantsUsage = knobs.stream_options?.include_usage === true;
     let head = `"max_tokens":${plan.maxTokens}`;
     if (call.stream)
       head += `,"stream_options":${JSON.stringify({ ...(knobs.stream_options ?? {}), include_usage: true })}`;
@@ -181,7 +180,7 @@ export class ChatPath {
       if (!res.writableFinished && !call.settled) ac.abort("client_disconnected");
     });
     try {
-      const outcome = await this.forward(call, forwardBody, res, !clientWantsUsage);
+      const outcome = await this.forward(call, forwardBody, res);
       this.o.booking.finish(call, outcome);
     } catch (err) {
       // Our bug: release the reservation before the router answers 500.
@@ -210,12 +209,7 @@ export class ChatPath {
     this.o.booking.refused(call, status, code);
   }
 
-  private async forward(
-    call: Call,
-    body: string,
-    res: ServerResponse,
-    stripUsage: boolean,
-  ): Promise<Outcome> {
+  private async forward(call: Call, body: string, res: ServerResponse): Promise<Outcome> {
     const ac = call.ac!;
     const retry = this.o.retry;
     call.tForward = performance.now();
@@ -260,7 +254,7 @@ export class ChatPath {
       if (up.statusCode !== 200) return this.passError(call, up, res);
       const ctype = headerString(up.headers["content-type"]) ?? "";
       if (ctype.startsWith("text/event-stream")) {
-        const r = await this.relay.stream(call, up, res, stripUsage);
+        const r = await this.relay.stream(call, up, res);
         if (r !== "retry") return r;
         if (await this.backoff(call, retryDelayMs(retry, call.retries, undefined, Math.random()) ?? 0))
           continue;

@@ -3,11 +3,10 @@
  * learns from it (usage, fingerprints, request id) gathered on the side.
  */
 import type { ServerResponse } from "node:http";
-import { AnswerAccumulator, errorInfo, isUsageOnlyEvent } from "./answer.js";
+import { AnswerAccumulator, errorInfo } from "./answer.js";
 import type { Booking, Call, Outcome } from "./booking.js";
 import { remainingHeader } from "./episodes.js";
 import { drained, headerString, REMAINING_HEADER, readAll } from "./http.js";
-import type { SseEvent } from "./sse.js";
 import { SseSplitter } from "./sse.js";
 import { classifyFailure, type UpstreamResponse } from "./upstream.js";
 
@@ -64,44 +63,40 @@ export class Relay {
             : "no_usage",
     };
     // Settle first so the header reflects this call's real cost; the receipt (fingerprints, the
-    // durable row, the log line) is written once the bytes are on their way, in the same tick.
-    const b = this.booking.book(call, outcome);
+    // durable row, the log line) is written once the bytes are on their way.
+    this.booking.finish(call, outcome);
     const headers: Record<string, string | number> = {
       "content-type": headerString(up.headers["content-type"]) ?? "application/json",
       "content-length": buf.length,
       [REMAINING_HEADER]: remainingHeader(call.ep),
     };
     if (call.requestId) headers["x-engy-request-id"] = call.requestId;
-    try {
-      res.writeHead(200, headers);
-      res.end(buf);
-    } finally {
-      // Always: it marks the call settled, so nothing can book it a second time.
-      this.booking.record(call, outcome, b);
-    }
+    res.writeHead(200, headers);
+    res.end(buf);
     return outcome;
   }
 
   /**
-   * Stream answer: bytes go to the client as they arrive. When the client did not ask for usage, the
-   * injected usage-only event is held back (events are forwarded whole in that mode); otherwise every
-   * chunk is written before it is parsed. A retryable error as the very first event is retried.
+   * Stream answer, passed through: every chunk is written to the client the moment it arrives, as
+   * it came (the usage chunk included, as upstream's meter passes it). What the meter learns from
+   * the events (usage, request id, fingerprints) is parsed on the side, after the bytes have left.
+   * A retryable error as the very first event is retried (nothing was sent yet).
    */
-  async stream(
-    call: Call,
-    up: UpstreamResponse,
-    res: ServerResponse,
-    stripUsage: boolean,
-  ): Promise<Outcome | "retry"> {
+  async stream(call: Call, up: UpstreamResponse, res: ServerResponse): Promise<Outcome | "retry"> {
     const acc = new AnswerAccumulator();
     const splitter = new SseSplitter();
     const abort = call.ac!;
     const body = up.body;
     let started = false;
     let bug: unknown;
-    const deferred: string[] = [];
-    // Chunks are handled in 'data' events (an async iterator costs more per call than the rest of
-    // the relay); a client socket that is full pauses the upstream until it drains.
+    // Chunks written but not yet parsed; parsed after the socket's uncork (process.nextTick, queued
+    // after node's own), so the client's bytes never wait for the bookkeeping.
+    let unparsed: Buffer[] = [];
+    const parse = () => {
+      const chunks = unparsed;
+      unparsed = [];
+      for (const c of chunks) for (const ev of splitter.push(c)) if (ev.data !== null) acc.onEvent(ev.data);
+    };
     const ending = await new Promise<"end" | "cut" | "retry">((resolve) => {
       let done = false;
       const finish = (how: "end" | "cut" | "retry") => {
@@ -119,10 +114,9 @@ export class Relay {
       const onData = (chunk: Buffer) => {
         if (done) return;
         try {
-          const events = splitter.push(chunk);
           if (!started) {
             call.ttfb ??= performance.now() - call.tForward;
-            if (this.firstEventRetryable(call, events)) return finish("retry");
+            if (this.firstEventRetryable(call, chunk)) return finish("retry");
             started = true;
             const headers: Record<string, string> = {
               "content-type": headerString(up.headers["content-type"]) ?? "text/event-stream",
@@ -132,19 +126,9 @@ export class Relay {
             if (call.requestId) headers["x-engy-request-id"] = call.requestId;
             res.writeHead(200, headers);
           }
-          let ok: boolean;
-          if (!stripUsage) {
-            ok = res.write(chunk);
-            for (const ev of events) if (ev.data !== null) acc.onEvent(ev.data);
-          } else {
-            try {
-              ok = writeEvents(res, chunk, splitter.exact, events, deferred);
-            } finally {
-              // After the write: the client's bytes do not wait for the answer's bookkeeping.
-              for (const d of deferred) acc.onEvent(d);
-              deferred.length = 0;
-            }
-          }
+          const ok = res.write(chunk);
+          if (unparsed.length === 0) process.nextTick(parse);
+          unparsed.push(chunk);
           if (!ok) {
             body.pause();
             drained(res, abort).then(() => body.resume());
@@ -160,6 +144,7 @@ export class Relay {
       body.once("close", onCut);
       abort.once("abort", onCut);
     });
+    parse();
     if (bug !== undefined) {
       body.destroy();
       if (!res.headersSent) throw bug;
@@ -170,9 +155,9 @@ export class Relay {
       body.destroy();
       return "retry";
     }
+    tail(splitter, acc);
     if (ending === "cut") {
       body.destroy();
-      tail(splitter, acc, null, false);
       if (abort.aborted) return this.host.aborted(call, res, acc);
       // The upstream cut the stream (socket closed, body timeout): pass the cut on, settle on what is known.
       if (!started)
@@ -192,7 +177,6 @@ export class Relay {
         { status: 502, acc, billable: true, truncated: true, errorCode: "upstream_empty" },
         "the model provider sent an empty stream",
       );
-    tail(splitter, acc, res, stripUsage);
     res.end();
     const truncated = !acc.sawDone && acc.usage === undefined;
     return {
@@ -212,9 +196,11 @@ export class Relay {
     };
   }
 
-  private firstEventRetryable(call: Call, events: SseEvent[]): boolean {
-    const first = events.find((e) => e.data !== null);
-    if (first === undefined || !first.data!.includes('"error"')) return false;
+  /** The first chunk carries an error worth retrying (an overload or concurrency error event). */
+  private firstEventRetryable(call: Call, chunk: Buffer): boolean {
+    if (chunk.indexOf('"error"') < 0) return false;
+    const first = new SseSplitter().push(chunk).find((e) => e.data !== null);
+    if (first === undefined) return false;
     let obj: unknown;
     try {
       obj = JSON.parse(first.data!);
@@ -227,40 +213,8 @@ export class Relay {
   }
 }
 
-/** Strip mode: forward complete events, holding back only the usage-only one. */
-function writeEvents(
-  res: ServerResponse,
-  chunk: Buffer,
-  exact: boolean,
-  events: SseEvent[],
-  deferred: string[],
-): boolean {
-  if (events.length === 0) return true;
-  const out: Buffer[] = [];
-  for (const ev of events) {
-    if (ev.data === null) out.push(ev.raw);
-    else {
-      // A chunk naming usage may be the injected one the client did not ask for: that one event
-      // is parsed now to decide; every event reaches the accumulator, in order, after the write.
-      deferred.push(ev.data);
-      if (!ev.data.includes('"usage"') || !isUsageOnlyEvent(ev.data)) out.push(ev.raw);
-    }
-  }
-  if (out.length === 0) return true;
-  // Nothing held back from a chunk that was whole events: forward the chunk as it came.
-  if (exact && out.length === events.length) return res.write(chunk);
-  return res.write(out.length === 1 ? out[0]! : Buffer.concat(out));
-}
-
-/** The unterminated last event: parse it, and forward it when the client is still there. */
-function tail(
-  splitter: SseSplitter,
-  acc: AnswerAccumulator,
-  res: ServerResponse | null,
-  stripUsage: boolean,
-): void {
+/** The unterminated last event (a stream that ended without a blank line): parse it too. */
+function tail(splitter: SseSplitter, acc: AnswerAccumulator): void {
   const last = splitter.end();
-  if (last === null) return;
-  const usageOnly = last.data !== null && acc.onEvent(last.data);
-  if (res !== null && stripUsage && !usageOnly) res.write(last.raw);
+  if (last !== null && last.data !== null) acc.onEvent(last.data);
 }

@@ -100,13 +100,6 @@ async function get(base: string, path: string, token: string | null) {
 const msgs = (text = "hello") => [{ role: "user", content: text }];
 const remainingHeader = (h: Record<string, unknown>) => Number(h["x-trajrl-budget-remaining-usd"]);
 
-/** Drop the usage-only event (choices: []) from an SSE byte stream. */
-function withoutUsageEvent(bytes: Buffer, nl = "\n"): Buffer {
-  const sep = `${nl}${nl}`;
-  const parts = bytes.toString("utf8").split(sep);
-  return Buffer.from(parts.filter((p) => !(p.includes('"choices":[]') && p.includes('"usage"'))).join(sep));
-}
-
 let h: Harness;
 afterEach(async () => {
   await h?.meter.stop();
@@ -340,7 +333,7 @@ describe("meter: streaming", () => {
     h = await harness();
   });
 
-  it("passes the stream through byte-identical apart from the injected usage chunk", async () => {
+  it("passes the stream through byte-identical, the usage chunk it asked for included (as upstream's meter does)", async () => {
     const token = h.meter.mint("ep-stream", 0.3);
     h.up.answer = { content: "one two three four", comments: true };
     const r = await post(h.base, token, {
@@ -354,8 +347,7 @@ describe("meter: streaming", () => {
     expect(h.up.received[0]!.body.stream_options).toEqual({ include_usage: true });
     const upstreamBytes = h.up.sent[0]!;
     expect(upstreamBytes.toString()).toContain('"choices":[]');
-    expect(r.bytes.equals(withoutUsageEvent(upstreamBytes))).toBe(true);
-    expect(r.bytes.toString()).not.toContain('"usage"');
+    expect(r.bytes.equals(upstreamBytes)).toBe(true);
     const [rec] = h.meter.receiptsFor("ep-stream") as [Receipt];
     expect(rec).toMatchObject({
       stream: true,
@@ -367,9 +359,9 @@ describe("meter: streaming", () => {
     expect(rec.request_id).toBe("req-1");
   });
 
-  it("a stream that arrives in one chunk is stripped of its usage chunk and still read whole, in order", async () => {
-    // A fast provider: every event and the usage chunk the meter strips reach it in one read. The
-    // client gets the events before the meter has parsed them; the answer it records is the same.
+  it("a stream that arrives in one chunk is passed on whole and still read whole, in order", async () => {
+    // A fast provider: every event and the usage chunk reach the meter in one read. The client gets
+    // the events before the meter has parsed them; the answer it records is the same.
     const token = h.meter.mint("ep-one-chunk", 0.3);
     h.up.answer = { content: "one two three four", oneWrite: true };
     const r = await post(h.base, token, {
@@ -379,8 +371,7 @@ describe("meter: streaming", () => {
       max_tokens: 50,
     });
     expect(r.status).toBe(200);
-    expect(r.bytes.equals(withoutUsageEvent(h.up.sent[0]!))).toBe(true);
-    expect(r.bytes.toString()).not.toContain('"usage"');
+    expect(r.bytes.equals(h.up.sent[0]!)).toBe(true);
     await post(h.base, token, { model: "glm-5.3-flash", messages: msgs(), max_tokens: 50 });
     const [streamed, plain] = h.meter.receiptsFor("ep-one-chunk") as [Receipt, Receipt];
     expect(streamed).toMatchObject({
@@ -402,11 +393,11 @@ describe("meter: streaming", () => {
     expect(h.up.connections).toBe(1);
   });
 
-  it("CRLF streams, and clients that asked for usage get every byte", async () => {
+  it("CRLF streams, and clients that asked for usage or not, get every byte", async () => {
     const token = h.meter.mint("ep-crlf", 0.3);
     h.up.answer = { content: "alpha beta", crlf: true, comments: true };
     const stripped = await post(h.base, token, { model: "glm-5.3-flash", messages: msgs(), stream: true });
-    expect(stripped.bytes.equals(withoutUsageEvent(h.up.sent[0]!, "\r\n"))).toBe(true);
+    expect(stripped.bytes.equals(h.up.sent[0]!)).toBe(true);
     const asked = await post(h.base, token, {
       model: "glm-5.3-flash",
       messages: msgs(),
