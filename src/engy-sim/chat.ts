@@ -21,7 +21,7 @@ import {
 import { closedSignal, cutAfter, HttpError, invalid, readBody, sendError } from "./http.js";
 import type { SimProfile } from "./profile.js";
 import type { SimScenario } from "./scenarios.js";
-import { promptTokens } from "./tokens.js";
+import { promptTokens, type Tokenizer } from "./tokens.js";
 import {
   applyMaxTokens,
   type Completion,
@@ -34,10 +34,24 @@ import {
 
 export const FAULT_HEADER = "x-sim-fault";
 
+/** What the simulated provider billed one model: every answer it started, in full. */
+export interface BilledTokens {
+  requests: number;
+  prompt_tokens: number;
+  cached_tokens: number;
+  completion_tokens: number;
+}
+
 export interface EngySimStats {
   /** Chat-completion requests that passed auth and the model check (faulted ones included). */
   requests: number;
   byModel: Record<string, number>;
+  /**
+   * The provider's side of the bill, per model: every request it answered with a 200 is billed its
+   * whole usage the moment it starts answering — also when the answer is cut, carries no usage, or
+   * the client leaves before the end. A 429/503 or a 500 is not billed.
+   */
+  billed: Record<string, BilledTokens>;
 }
 
 /** What the handler shares with the server: configuration and the state that outlives a request. */
@@ -54,13 +68,14 @@ export interface ChatContext {
   scale: number;
   /** Requests served so far (the request id's counter). */
   served: number;
+  tokenizer: Tokenizer;
 }
 
 const hex = (...parts: (string | number)[]) =>
   createHash("sha256").update(parts.join("\u001f")).digest("hex");
 
 export async function handleChat(ctx: ChatContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const { seed, profile, scenarios, faults, cache, stats, log, now, scale } = ctx;
+  const { seed, profile, scenarios, faults, cache, stats, log, now, scale, tokenizer: tk } = ctx;
   let json: unknown;
   try {
     json = JSON.parse((await readBody(req)).toString("utf8"));
@@ -133,11 +148,23 @@ export async function handleChat(ctx: ChatContext, req: IncomingMessage, res: Se
     messages,
     toolNames: toolNamesOf(body),
   });
-  const cut = applyMaxTokens(plan.content, plan.toolCalls, maxTokensOf(body));
+  const cut = applyMaxTokens(plan.content, plan.toolCalls, maxTokensOf(body), tk);
   const id = `chatcmpl-${hex(seed, body.model, JSON.stringify(body.messages), JSON.stringify(body.tools ?? null), maxTokensOf(body) ?? "").slice(0, 24)}`;
-  const prompt = promptTokens(messages, body.tools ?? undefined);
-  const cached = model.cache ? cache.lookupAndRecord(body.model, messages, body.tools ?? undefined) : 0;
-  const completionTokens = completionTokensOf(cut.content, cut.toolCalls);
+  const prompt = promptTokens(messages, body.tools ?? undefined, tk);
+  const cached = model.cache ? cache.lookupAndRecord(body.model, messages, body.tools ?? undefined, tk) : 0;
+  const completionTokens = completionTokensOf(cut.content, cut.toolCalls, tk);
+  // The provider's bill: a 200 answer is billed whole, whatever happens to it on the way.
+  if (!(f.error && body.stream !== true)) {
+    let b = stats.billed[body.model];
+    if (b === undefined) {
+      b = { requests: 0, prompt_tokens: 0, cached_tokens: 0, completion_tokens: 0 };
+      stats.billed[body.model] = b;
+    }
+    b.requests++;
+    b.prompt_tokens += prompt;
+    b.cached_tokens += cached;
+    b.completion_tokens += completionTokens;
+  }
   const completion: Completion = {
     id,
     created: now(),

@@ -19,6 +19,7 @@ import {
   type SimProfileOverride,
 } from "./profile.js";
 import { loadScenarios, type SimScenario } from "./scenarios.js";
+import { tokenizer } from "./tokens.js";
 
 export type { EngySimStats } from "./chat.js";
 
@@ -71,7 +72,7 @@ export async function startEngySim(opts: EngySimOptions = {}): Promise<EngySim> 
   const now = opts.now ?? (() => Math.floor(Date.now() / 1000));
   const faults = new FaultSchedule(seed, { rules: profile.faults });
   const cache = new PrefixCache();
-  const stats: EngySimStats = { requests: 0, byModel: {} };
+  const stats: EngySimStats = { requests: 0, byModel: {}, billed: {} };
   const modelsBody = JSON.stringify({
     object: "list",
     data: SIM_MODELS.map((id) => ({ id, object: "model", created: MODELS_CREATED, owned_by: "engy" })),
@@ -82,7 +83,19 @@ export async function startEngySim(opts: EngySimOptions = {}): Promise<EngySim> 
     if (!m) return false;
     return keys === "any" || keys.includes(m[1]!);
   };
-  const ctx: ChatContext = { seed, profile, scenarios, faults, cache, stats, log, now, scale, served: 0 };
+  const ctx: ChatContext = {
+    seed,
+    profile,
+    scenarios,
+    faults,
+    cache,
+    stats,
+    log,
+    now,
+    scale,
+    served: 0,
+    tokenizer: tokenizer(profile.tokenizer),
+  };
 
   const server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?")[0]!.replace(/\/+$/, "");
@@ -148,7 +161,11 @@ export async function startEngySim(opts: EngySimOptions = {}): Promise<EngySim> 
     port,
     scenarios: scenarios.map((s) => s.name),
     profile,
-    stats: () => ({ requests: stats.requests, byModel: { ...stats.byModel } }),
+    stats: () => ({
+      requests: stats.requests,
+      byModel: { ...stats.byModel },
+      billed: Object.fromEntries(Object.entries(stats.billed).map(([m, b]) => [m, { ...b }])),
+    }),
     setFaults: (plan) => faults.set(plan),
     close: () =>
       new Promise<void>((ok) => {
