@@ -4,7 +4,6 @@
  * choice 0. Upstream JSON is outside input: shapes are checked where they are used, usage with zod.
  */
 import { z } from "zod";
-import { type CharCount, countJsonChars } from "./estimate.js";
 import { type Fingerprint, fingerprint, type ToolCallText } from "./fingerprint.js";
 import type { Usage } from "./ledger.js";
 
@@ -85,31 +84,11 @@ export function errorInfo(obj: Json): UpstreamErrorInfo | null {
   return { code: code === undefined ? "error" : String(code), message, retryable };
 }
 
-/** The usage-only chunk a provider sends last when asked for usage: `choices: []` and a usage object. */
-function usageOnly(obj: Record<string, unknown>): boolean {
-  const choices = obj.choices;
-  return obj.usage !== undefined && obj.usage !== null && (!Array.isArray(choices) || choices.length === 0);
-}
-
-/**
- * Whether one SSE data payload is the usage-only chunk, decided on its own (false when unparsable),
- * so the relay can hold it back before the accumulator has seen the events ahead of it.
- */
-export function isUsageOnlyEvent(data: string): boolean {
-  let obj: unknown;
-  try {
-    obj = JSON.parse(data);
-  } catch {
-    return false;
-  }
-  return isObj(obj) && usageOnly(obj);
-}
-
 export class AnswerAccumulator {
   usage: Usage | undefined;
   /** Usage was present but not of the documented shape. */
   badUsage = false;
-  /** x_engy.request_id seen in the body / any chunk. */
+  /** x_engy.request_id seen in the body / the last chunk that carried one. */
   engyRequestId: string | undefined;
   /** The response's (or first chunk's) `id`. */
   responseId: string | undefined;
@@ -122,11 +101,11 @@ export class AnswerAccumulator {
   private readonly tools = new Map<number, { name: string; arguments: string }>();
   private readonly toolList: ToolCallText[] = [];
 
-  /** One SSE data payload. Returns true when it is the usage-only chunk (`choices: []` + usage). */
-  onEvent(data: string): boolean {
+  /** One SSE data payload. */
+  onEvent(data: string): void {
     if (data === "[DONE]") {
       this.sawDone = true;
-      return false;
+      return;
     }
     this.events++;
     let obj: unknown;
@@ -134,9 +113,9 @@ export class AnswerAccumulator {
       obj = JSON.parse(data);
     } catch {
       this.unparsable++;
-      return false;
+      return;
     }
-    if (!isObj(obj)) return false;
+    if (!isObj(obj)) return;
     this.common(obj);
     const choices = obj.choices;
     if (Array.isArray(choices)) {
@@ -162,7 +141,6 @@ export class AnswerAccumulator {
         }
       }
     }
-    return usageOnly(obj);
   }
 
   /** A whole non-stream response body. */
@@ -209,18 +187,5 @@ export class AnswerAccumulator {
 
   fingerprint(): Fingerprint {
     return fingerprint(this.text.join(""), this.toolCalls());
-  }
-
-  /** Characters generated (text and tool arguments), for an estimate when no usage came. */
-  generatedChars(): CharCount {
-    const c = countJsonChars(this.text.join(""));
-    for (const t of this.toolCalls()) {
-      const a = countJsonChars(
-        typeof t.arguments === "string" ? t.arguments : JSON.stringify(t.arguments ?? ""),
-      );
-      c.ascii += a.ascii + t.name.length;
-      c.nonAscii += a.nonAscii;
-    }
-    return c;
   }
 }

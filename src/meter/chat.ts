@@ -1,52 +1,53 @@
 /**
- * The chat path, POST /v1/chat/completions: read and validate the request, reserve its worst case
- * against the episode's budget (or refuse), forward it with the operator's key (retrying what may
- * be retried), and hand the answer to the relay or pass the provider's error on.
+ * The chat path, POST /v1/chat/completions: wait for a call slot and room for the body (bounds),
+ * read and parse the request (request.ts), refuse what upstream's meter refuses, admit the call by
+ * upstream's rule and the real-spend bound (admission.ts, exposure.ts), forward it with the
+ * operator's key (retrying as upstream retries), and hand the answer to the relay or pass the
+ * provider's error on.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "../log.js";
-import { type AnswerAccumulator, errorInfo } from "./answer.js";
+import { type FloatPrice, pyFixed6, remainingAfter, reserveFor, viewReserve, viewRoom } from "./admission.js";
+import type { AnswerAccumulator } from "./answer.js";
 import { type Booking, type Call, newCall, type Outcome } from "./booking.js";
 import { type Episode, remainingHeader } from "./episodes.js";
-import { estimatePromptTokens, tokensFromChars, UNBILLED_KEYS } from "./estimate.js";
-import { CallAbort, errorBody, headerString, readBody, readLimited, send, sendError, wait } from "./http.js";
-import { DEFAULT_MAX_TOKENS, planReservation, remaining, reserve } from "./ledger.js";
-import { formatUsd6, picoToUsd } from "./money.js";
+import { fitsBeside, worstCase } from "./exposure.js";
+import type { Gate } from "./gate.js";
+import {
+  CallAbort,
+  headerString,
+  readBody,
+  readLimited,
+  redactSecret,
+  send,
+  sendError,
+  wait,
+} from "./http.js";
+import { reserve } from "./ledger.js";
 import type { ModelPrice } from "./prices.js";
-import { type RawScan, scanRequest, spliceMembers } from "./rawjson.js";
 import { Relay } from "./relay.js";
-import { type ChatKnobs, parseChatKnobs } from "./request.js";
-import { parseRetryAfter, type RetryPolicy, retryDelayMs } from "./retry.js";
+import { type ChatRequest, forwardBody, InvalidRequest, parseChatRequest } from "./request.js";
+import { firstChunkRetryable, type RetryPolicy, retryDelayMs } from "./retry.js";
 import { classifyFailure, type Upstream, type UpstreamResponse } from "./upstream.js";
 
 export interface ChatOptions {
   prices: Map<string, ModelPrice>;
+  fprices: Map<string, FloatPrice>;
   allowed: ReadonlySet<string>;
   upstream: Upstream;
   retry: RetryPolicy;
   maxBodyBytes: number;
+  /** Request bytes held by all calls (bodies being read, and forwarded bodies until the call ends). */
+  bytes: Gate;
   booking: Booking;
+  /** Redacted from provider error bodies. */
+  apiKey: string | undefined;
   log: Logger;
 }
 
-/** Request members the meter replaces with its own values before forwarding. */
-const REWRITTEN_KNOBS: ReadonlySet<string> = new Set([
-  "max_tokens",
-  "max_completion_tokens",
-  "stream_options",
-]);
 const MAX_ERROR_BODY = 1 << 20;
-const isBilled = (key: string) => !UNBILLED_KEYS.has(key);
-const isNullish = (v: unknown): v is null | undefined => v === null || v === undefined;
 
-/** The raw scan of a body JSON.parse accepted; null when it declines (or, defensively, fails). */
-function scanOrNull(text: string): RawScan | null {
-  try {
-    return scanRequest(text, isBilled);
-  } catch {
-    return null;
-  }
-}
+type Admit = "admitted" | "closed" | "gone" | { refused: number };
 
 export class ChatPath {
   private readonly relay: Relay;
@@ -54,217 +55,239 @@ export class ChatPath {
   constructor(private readonly o: ChatOptions) {
     this.relay = new Relay(o.booking, {
       aborted: (call, res, acc) => this.aborted(call, res, acc),
-      failBeforeBytes: (call, res, out, message) => this.failBeforeBytes(call, res, out, message),
-      retryable: (call) => call.retries < this.o.retry.maxRetries,
+      failBeforeBytes: (call, res, out, message, hdr) => this.failBeforeBytes(call, res, out, message, hdr),
     });
   }
 
   async handle(req: IncomingMessage, res: ServerResponse, ep: Episode, t0: number): Promise<void> {
     const call = newCall(ep, t0);
-    const max = this.o.maxBodyBytes;
-    const raw = await readBody(req, max);
-    if (raw === "too_large") {
-      call.seq = ep.record.nextSeq++;
-      ep.errors++;
-      this.refuse(
-        call,
-        res,
-        413,
-        `request body over ${max} bytes`,
-        "invalid_request_error",
-        "body_too_large",
-      );
-      res.once("finish", () => req.destroy());
-      return;
-    }
-    if (raw === "aborted") return;
-    call.seq = ep.record.nextSeq++;
-    let body: Record<string, unknown>;
-    let knobs: ChatKnobs;
-    const text = raw.toString("utf8");
-    try {
-      const parsed: unknown = JSON.parse(text);
-      if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
-        throw new Error("body: expected a JSON object");
-      const r = parseChatKnobs(parsed as Record<string, unknown>);
-      if (!r.ok) throw new Error(r.message);
-      body = parsed as Record<string, unknown>;
-      knobs = r.knobs;
-    } catch (err) {
-      ep.errors++;
-      return this.refuse(
-        call,
-        res,
-        400,
-        `invalid request: ${(err as Error).message}`,
-        "invalid_request_error",
-        "invalid_request",
-      );
-    }
-    call.model = knobs.model;
-    call.stream = knobs.stream === true;
-
-    if (!this.o.allowed.has(knobs.model)) {
-      ep.refusedModel++;
-      return this.refuse(
-        call,
-        res,
-        400,
-        `model '${knobs.model}' is not in the allowlist: ${[...this.o.allowed].join(", ")}`,
-        "allowlist",
-        "model_not_allowed",
-      );
-    }
-    const price = this.o.prices.get(knobs.model)!;
-    call.price = price;
-    call.choices = knobs.n ?? 1;
-    // The body is forwarded as the client wrote it, minus the knobs the meter rewrites (put in
-    // front); the estimate is counted off the same text. A body the scan declines (a repeated
-    // top-level key) is re-serialised from the parsed object instead.
-    const scan = scanOrNull(text);
-    let rest = "";
-    if (scan !== null) call.promptEstimate = tokensFromChars(scan.billed);
-    else {
-      delete body.max_tokens;
-      delete body.max_completion_tokens;
-      delete body.stream_options;
-      rest = JSON.stringify(body);
-      call.promptEstimate = estimatePromptTokens(body, rest);
-    }
-
-    // Check and reserve in one synchronous step: no await between reading the room and booking it.
-    const plan = planReservation(ep.budget, {
-      price,
-      promptTokens: call.promptEstimate,
-      wantMaxTokens: knobs.max_tokens ?? knobs.max_completion_tokens ?? DEFAULT_MAX_TOKENS,
-      choices: call.choices,
-    });
-    if (!plan.ok || ep.closed) {
-      ep.refusedCap++;
-      const why =
-        plan.ok || plan.reason === "cap"
-          ? `fewer than 64 completion tokens fit (remaining $${formatUsd6(remaining(ep.budget))})`
-          : "the episode was closed after a call cost more than its reservation";
-      return this.refuse(
-        call,
-        res,
-        402,
-        `episode safety cap $${picoToUsd(ep.budget.cap)}: ${why}`,
-        "cap",
-        plan.ok || plan.reason === "cap" ? "cap_exceeded" : "episode_closed_overshoot",
-      );
-    }
-    ep.budget = reserve(ep.budget, plan.reserved);
-    call.reserved = plan.reserved;
-    call.maxTokens = plan.maxTokens;
-    call.clamped = plan.clamped;
-    if (plan.clamped) ep.clamped++;
-
-    let head = `"max_tokens":${plan.maxTokens}`;
-    if (call.stream)
-      head += `,"stream_options":${JSON.stringify({ ...(knobs.stream_options ?? {}), include_usage: true })}`;
-    else if (!isNullish(knobs.stream_options))
-      head += `,"stream_options":${JSON.stringify(knobs.stream_options)}`;
-    const forwardBody =
-      scan !== null
-        ? spliceMembers(text, scan.members, REWRITTEN_KNOBS, head)
-        : rest === "{}"
-          ? `{${head}}`
-          : `{${head},${rest.slice(1)}`;
-
     const ac = new CallAbort();
     call.ac = ac;
     ep.inflight.add(ac);
-    // Not removed afterwards (removal costs more than the check): once the call is settled it is inert.
     res.once("close", () => {
-      if (!res.writableFinished && !call.settled) ac.abort("client_disconnected");
+      if (!res.writableFinished) {
+        call.clientGone = true;
+        ac.leave();
+      }
     });
     try {
-      const outcome = await this.forward(call, forwardBody, res);
-      this.o.booking.finish(call, outcome);
-    } catch (err) {
-      // Our bug: release the reservation before the router answers 500.
-      this.o.booking.finish(call, {
-        status: 500,
-        billable: false,
-        truncated: false,
-        errorCode: "meter_internal_error",
-      });
-      throw err;
+      const max = this.o.maxBodyBytes;
+      const declared = Number(req.headers["content-length"]);
+      if (Number.isFinite(declared) && declared > max) return this.tooLarge(req, res, ep);
+      // Bounds, before a byte of the body is read: a call slot of the token, then room for the body
+      // and its forwarded copy (per token, then overall). Waiters are served in order.
+      const need = 2 * (Number.isFinite(declared) ? declared : max);
+      const cancel = (f: () => void) => ac.onEnd(f);
+      if (!(await ep.callGate.acquire(1, cancel))) return this.ended(call, res);
+      try {
+        if (!(await ep.byteGate.acquire(need, cancel))) return this.ended(call, res);
+        try {
+          if (!(await this.o.bytes.acquire(need, cancel))) return this.ended(call, res);
+          try {
+            await this.call(req, res, call);
+          } finally {
+            this.o.bytes.release(need);
+          }
+        } finally {
+          ep.byteGate.release(need);
+        }
+      } finally {
+        ep.callGate.release(1);
+      }
     } finally {
       ep.inflight.delete(ac);
     }
   }
 
-  /** A call refused before forwarding: error response and receipt, nothing billed. */
-  private refuse(
-    call: Call,
-    res: ServerResponse,
-    status: number,
-    message: string,
-    type: string,
-    code: string,
-  ): void {
-    sendError(res, status, message, type, code, remainingHeader(call.ep));
-    this.o.booking.refused(call, status, code);
+  private async call(req: IncomingMessage, res: ServerResponse, call: Call): Promise<void> {
+    const ep = call.ep;
+    const raw = await readBody(req, this.o.maxBodyBytes);
+    if (raw === "too_large") return this.tooLarge(req, res, ep);
+    if (raw === "aborted") return;
+    if (call.ac!.aborted) return this.ended(call, res);
+    call.seq = ep.record.nextSeq++;
+    // Upstream computes the budget header once the body is read, before anything else.
+    const hdrPre = remainingHeader(ep);
+    let r: ChatRequest;
+    try {
+      r = parseChatRequest(raw);
+    } catch (err) {
+      if (!(err instanceof InvalidRequest)) throw err;
+      ep.errors++;
+      ep.countRefusal("invalid_request");
+      return sendError(
+        res,
+        400,
+        `invalid request: ${err.message}`,
+        "invalid_request_error",
+        "invalid_request",
+        hdrPre,
+      );
+    }
+    call.stream = r.stream;
+    const model = r.model;
+    if (typeof model !== "string" || !this.o.allowed.has(model)) {
+      // Upstream: no row, a counter.
+      ep.refusedModel++;
+      ep.countRefusal("model");
+      return sendError(
+        res,
+        400,
+        `model ${JSON.stringify(model ?? null)} is not in the allowlist: ${[...this.o.allowed].join(", ")}`,
+        "allowlist",
+        "model_not_allowed",
+        hdrPre,
+      );
+    }
+    call.model = model;
+    call.price = this.o.prices.get(model)!;
+    call.fprice = this.o.fprices.get(model)!;
+    call.promptEstimate = r.promptEstimate;
+
+    const admit = await this.admit(call, r);
+    call.ts = Math.round(Date.now()) / 1000;
+    if (admit === "gone") return;
+    if (admit === "closed") return this.ended(call, res);
+    if (admit !== "admitted") {
+      const room = Math.max(0, admit.refused);
+      sendError(
+        res,
+        402,
+        `episode safety cap $${ep.view.cap.toFixed(2)}: this call cannot fit (remaining $${room.toFixed(4)})`,
+        "cap",
+        "cap_exceeded",
+        pyFixed6(room),
+      );
+      return this.o.booking.capRefused(call, "cap_exceeded");
+    }
+    const body = forwardBody(r, call.maxTokens!);
+    try {
+      const outcome = await this.forward(call, body, res, hdrPre);
+      this.o.booking.finish(call, outcome);
+    } catch (err) {
+      // Our bug: settle before the router answers 500.
+      this.o.booking.finish(call, {
+        status: 500,
+        billing: "lost",
+        viewLeak: true,
+        truncated: false,
+        errorCode: "meter_internal_error",
+      });
+      throw err;
+    }
   }
 
-  private async forward(call: Call, body: string, res: ServerResponse): Promise<Outcome> {
+  /**
+   * Upstream's rule decides refusal and clamp; the real-spend bound decides whether the call may run
+   * beside the calls in flight. A call that must wait is decided again (upstream's rule, the new
+   * spend) when they have settled; calls are decided in arrival order.
+   */
+  private admit(call: Call, r: ChatRequest): Promise<Admit> | Admit {
+    const ep = call.ep;
+    const price = call.price!;
+    const attempt = (): Admit | "wait" => {
+      if (ep.closed) return "closed";
+      const a = reserveFor(call.fprice!, r.promptEstimate, r.want, viewRoom(ep.view));
+      if (!a.ok) return { refused: a.room };
+      const worst = worstCase(price, r.promptBound, a.maxTokens, r.n);
+      if (ep.forwarded > 0 && !fitsBeside(ep.exposure, worst, ep.budget.cap, ep.budget.spent)) return "wait";
+      viewReserve(ep.view, a.reserved);
+      call.reservedF = a.reserved;
+      call.reserved =
+        BigInt(r.promptEstimate) * price.prompt + BigInt(Math.max(0, a.maxTokens)) * price.completion;
+      ep.budget = reserve(ep.budget, call.reserved);
+      call.worst = worst;
+      ep.exposure += worst;
+      ep.forwarded++;
+      call.admitted = true;
+      call.maxTokens = a.maxTokens;
+      call.clamped = a.clamped;
+      if (a.clamped) ep.clamped++;
+      return "admitted";
+    };
+    if (ep.exposureQueue.length === 0) {
+      const d = attempt();
+      if (d !== "wait") return d;
+    }
+    ep.waited++;
+    return new Promise<Admit>((resolve) => {
+      const waiter = {
+        attempt: () => {
+          const d = attempt();
+          if (d === "wait") return false;
+          resolve(d);
+          return true;
+        },
+        abandon: () => resolve("closed"),
+      };
+      ep.exposureQueue.push(waiter);
+      call.ac!.onEnd(() => {
+        const k = ep.exposureQueue.indexOf(waiter);
+        if (k < 0) return;
+        ep.exposureQueue.splice(k, 1);
+        resolve(call.ac!.aborted ? "closed" : "gone");
+        ep.pumpExposure();
+      });
+    });
+  }
+
+  private async forward(call: Call, body: Buffer, res: ServerResponse, hdrPre: string): Promise<Outcome> {
     const ac = call.ac!;
     const retry = this.o.retry;
-    call.tForward = performance.now();
     for (;;) {
+      call.tForward = performance.now();
+      call.reached = true;
       let up: UpstreamResponse;
       try {
         up = await this.o.upstream.chatCompletions(body, ac);
       } catch (err) {
-        const kind = ac.aborted ? "aborted" : classifyFailure(err);
-        if (kind === "aborted") return this.aborted(call, res, undefined);
-        if (kind === "connect") {
-          const ms = retryDelayMs(retry, call.retries, undefined, Math.random());
-          if (ms !== null && (await this.backoff(call, ms))) continue;
-          if (ac.aborted) return this.aborted(call, res, undefined);
-        }
+        if (ac.aborted) return this.aborted(call, res, undefined);
+        const kind = classifyFailure(err);
+        // A connection that never opened cannot be billed; anything after may have been.
+        if (kind === "connect") call.reached = false;
         const timeout = kind === "timeout";
         const code = timeout ? "upstream_timeout" : "upstream_unreachable";
         return this.failBeforeBytes(
           call,
           res,
-          { status: timeout ? 504 : 502, billable: false, truncated: false, errorCode: code },
+          { status: timeout ? 504 : 502, billing: "lost", viewLeak: true, truncated: false, errorCode: code },
           timeout ? "the model provider did not answer in time" : "the model provider is unreachable",
+          hdrPre,
         );
       }
       call.upstreamStatus = up.statusCode;
-      const rid = up.headers["x-engy-request-id"];
-      if (typeof rid === "string" && rid) call.requestId = rid;
+      const rid = headerString(up.headers["x-engy-request-id"]);
+      call.headerRid = rid ? rid : null;
 
       if (up.statusCode === 429 || up.statusCode === 503) {
-        const ms = retryDelayMs(
-          retry,
-          call.retries,
-          parseRetryAfter(headerString(up.headers["retry-after"]), Date.now()),
-          Math.random(),
-        );
+        const ms = retryDelayMs(retry, "status", call.retries);
         if (ms !== null) {
+          if (call.headerRid) call.retryRids.push(call.headerRid);
           await up.body.dump().catch(() => undefined);
+          call.reached = false;
           if (await this.backoff(call, ms)) continue;
-          return this.aborted(call, res, undefined);
+          return this.gaveUp(call, res);
         }
       }
-      if (up.statusCode !== 200) return this.passError(call, up, res);
-      const ctype = headerString(up.headers["content-type"]) ?? "";
-      if (ctype.startsWith("text/event-stream")) {
-        const r = await this.relay.stream(call, up, res);
-        if (r !== "retry") return r;
-        if (await this.backoff(call, retryDelayMs(retry, call.retries, undefined, Math.random()) ?? 0))
-          continue;
-        return this.aborted(call, res, undefined);
-      }
-      return this.relay.body(call, up, res);
+      if (up.statusCode !== 200) return this.passError(call, up, res, hdrPre);
+      if (!call.stream) return this.relay.body(call, up, res);
+      const out = await this.relay.stream(
+        call,
+        up,
+        res,
+        hdrPre,
+        (first) => firstChunkRetryable(first) && retryDelayMs(retry, "stream", call.retries) !== null,
+      );
+      if (typeof out !== "string") return out;
+      // An error as the first chunk: retried, its text kept as upstream keeps it in the row's err.
+      if (call.headerRid) call.retryRids.push(call.headerRid);
+      call.reached = false;
+      if (await this.backoff(call, retryDelayMs(retry, "stream", call.retries)!)) continue;
+      return this.gaveUp(call, res);
     }
   }
 
-  /** Wait before a retry; false when the call was aborted meanwhile. */
+  /** Wait before a retry; false when the call was aborted or its client left meanwhile. */
   private async backoff(call: Call, ms: number): Promise<boolean> {
     call.retries++;
     call.ep.log.debug(
@@ -274,75 +297,132 @@ export class ChatPath {
     return wait(ms, call.ac!);
   }
 
+  /** A retry that will not happen: the call was aborted, or its client left, during the wait. */
+  private gaveUp(call: Call, res: ServerResponse): Outcome {
+    if (call.ac!.aborted) return this.aborted(call, res, undefined);
+    if (!res.writableEnded) res.destroy();
+    return {
+      status: 499,
+      billing: "none",
+      viewLeak: true,
+      truncated: false,
+      errorCode: "client_disconnected",
+    };
+  }
+
+  /** Aborted by close() or stop(): settled on what is known (a lost call is booked at its reservation). */
   private aborted(call: Call, res: ServerResponse, acc: AnswerAccumulator | undefined): Outcome {
-    const reason = call.ac!.reason ?? "client_disconnected";
-    const billable = acc !== undefined;
-    if (!res.headersSent && !res.destroyed && reason !== "client_disconnected")
+    const reason = call.ac!.reason ?? "episode_closed";
+    if (!res.headersSent && !res.destroyed && !call.clientGone)
       return this.failBeforeBytes(
         call,
         res,
-        { status: 503, acc, billable, truncated: true, errorCode: reason },
+        { status: 503, acc, billing: "lost", viewLeak: true, truncated: true, errorCode: reason },
         `call aborted: ${reason}`,
+        remainingHeader(call.ep),
       );
     if (!res.writableEnded) res.destroy();
     // 499: the client closed the request (nginx's convention); a started stream keeps its 200.
     return {
       status: res.headersSent ? res.statusCode : 499,
       acc,
-      billable,
+      billing: "lost",
+      viewLeak: true,
       truncated: true,
       errorCode: reason,
     };
   }
 
-  /** A non-200 answer after retries: passed through OpenAI-shaped, nothing billed. */
-  private async passError(call: Call, up: UpstreamResponse, res: ServerResponse): Promise<Outcome> {
+  /**
+   * A non-200 answer after retries, passed on as it came (status, body, content type) with the
+   * operator's key redacted, and not billed. One exception: the provider refusing the operator's key
+   * (401/403) is a 502 `upstream_auth_failed` — the validator's fault, never the policy's.
+   */
+  private async passError(
+    call: Call,
+    up: UpstreamResponse,
+    res: ServerResponse,
+    hdrPre: string,
+  ): Promise<Outcome> {
     let buf: Buffer;
     try {
-      buf = await readLimited(up.body, MAX_ERROR_BODY);
+      buf = redactSecret(await readLimited(up.body, MAX_ERROR_BODY), this.o.apiKey);
     } catch {
       buf = Buffer.alloc(0);
     }
-    let status = up.statusCode;
-    let out = buf;
-    let code = `upstream_${status}`;
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(buf.toString("utf8"));
-    } catch {
-      parsed = undefined;
-    }
-    const info =
-      typeof parsed === "object" && parsed !== null ? errorInfo(parsed as Record<string, unknown>) : null;
+    const err = buf.subarray(0, 300).toString("utf8");
+    const status = up.statusCode;
     if (status === 401 || status === 403) {
-      // The operator's key was refused: an infra fault, not the policy's token (which would be 401 here).
-      status = 502;
-      code = "upstream_auth_failed";
-      out = Buffer.from(
-        errorBody("the model provider refused the validator's credentials", "upstream_error", code),
+      const o: Outcome = {
+        status: 502,
+        billing: "none",
+        viewLeak: false,
+        truncated: false,
+        errorCode: "upstream_auth_failed",
+        err,
+      };
+      return this.failBeforeBytes(
+        call,
+        res,
+        o,
+        "the model provider refused the validator's credentials",
+        hdrPre,
       );
-    } else if (info === null) {
-      const text = buf.toString("utf8").slice(0, 300);
-      out = Buffer.from(errorBody(text || `upstream status ${status}`, "upstream_error", code));
     }
-    if (status < 400) status = 502;
-    const outcome: Outcome = { status, billable: false, truncated: false, errorCode: code };
-    this.o.booking.finish(call, outcome);
-    send(res, status, out, remainingHeader(call.ep));
-    return outcome;
+    const o: Outcome = {
+      status,
+      billing: "none",
+      viewLeak: false,
+      truncated: false,
+      errorCode: `upstream_${status}`,
+      err,
+    };
+    this.o.booking.finish(call, o);
+    const type = (headerString(up.headers["content-type"]) ?? "application/json").split(";")[0]!.trim();
+    if (!call.clientGone)
+      send(
+        res,
+        status,
+        buf,
+        call.stream ? hdrPre : pyFixed6(remainingAfter(call.ep.view)),
+        type || "application/json",
+      );
+    return o;
   }
 
-  /** Settle first (so the budget header is current), then answer with an OpenAI-shaped error. */
-  private failBeforeBytes(call: Call, res: ServerResponse, o: Outcome, message: string): Outcome {
+  /** Settle first, then answer with an OpenAI-shaped error (nothing was sent yet). */
+  private failBeforeBytes(
+    call: Call,
+    res: ServerResponse,
+    o: Outcome,
+    message: string,
+    hdr: string,
+  ): Outcome {
     this.o.booking.finish(call, o);
+    if (!call.clientGone)
+      sendError(res, o.status, message, "upstream_error", o.errorCode ?? "upstream_error", hdr);
+    return o;
+  }
+
+  /** Over the body limit (upstream: 413, no row): counted; the rest of the body is not read. */
+  private tooLarge(req: IncomingMessage, res: ServerResponse, ep: Episode): void {
+    ep.errors++;
+    ep.countRefusal("body_too_large");
     sendError(
       res,
-      o.status,
-      message,
-      "upstream_error",
-      o.errorCode ?? "upstream_error",
-      remainingHeader(call.ep),
+      413,
+      `request body over ${this.o.maxBodyBytes} bytes`,
+      "invalid_request_error",
+      "body_too_large",
+      remainingHeader(ep),
     );
-    return o;
+    res.once("finish", () => req.destroy());
+  }
+
+  /** The episode was closed or the meter stopped before the call was forwarded. */
+  private ended(call: Call, res: ServerResponse): void {
+    if (call.clientGone || res.headersSent) return;
+    const reason = call.ac!.reason ?? "episode_closed";
+    sendError(res, 503, `call aborted: ${reason}`, "upstream_error", reason, remainingHeader(call.ep));
   }
 }

@@ -5,9 +5,11 @@
 import { randomBytes } from "node:crypto";
 import { InputError } from "../errors.js";
 import type { Logger } from "../log.js";
+import { newView, pyFixed6, pyRound6, remainingBefore, type UpstreamView } from "./admission.js";
+import { Gate } from "./gate.js";
 import type { CallAbort } from "./http.js";
-import { type Budget, newBudget, remaining } from "./ledger.js";
-import { formatUsd6, type Pico, picoToUsd, usdToPico } from "./money.js";
+import { type Budget, newBudget } from "./ledger.js";
+import { type Pico, picoToUsd, usdToPico } from "./money.js";
 import type { Receipt, ReceiptQueue, ReceiptSink } from "./receipt.js";
 
 export interface ModelUsage {
@@ -25,13 +27,21 @@ export interface UsageSummary {
   reserved_usd: number;
   /** Calls forwarded upstream (refusals are counted apart). */
   calls: number;
-  /** Forwarded calls that failed upstream or were cut, plus malformed requests. */
+  /** Forwarded calls that failed upstream, were cut or lost. */
   errors: number;
   refused_cap: number;
   refused_model: number;
+  /** Calls answered by the meter itself, by reason (cap, model, invalid_request, body_too_large, …). */
+  refused: Record<string, number>;
   clamped: number;
+  /** Cost above reservations (the estimate was low): booked, and visible. */
   overshoot_usd: number;
-  closed_by_overshoot: boolean;
+  /** Retries made (429/503 and errors as a first stream chunk). */
+  retries: number;
+  /** Calls that had to wait for the calls in flight before their worst case fit (exposure.ts). */
+  waited: number;
+  /** Receipts not kept because the episode reached its row bound. */
+  rows_dropped: number;
   by_model: Record<string, ModelUsage>;
   tokens: { prompt: number; cached: number; completion: number };
 }
@@ -54,6 +64,24 @@ export interface Budget4 {
 /** Closed tokens (and closed episodes' receipts) kept in memory. */
 const RECENT_EPISODES = 256;
 
+/** Per-episode limits (issue 20: exhaustion). */
+export interface EpisodeLimits {
+  /** Calls of one token being read, waiting or forwarded at once; more wait (their bodies unread). */
+  callsPerToken: number;
+  /** Request bytes one token may hold at once. */
+  bytesPerToken: number;
+  /** Receipts kept per episode (upstream keeps 2000 rows); the counters go on. */
+  rowsPerEpisode: number;
+}
+
+/** A call waiting for its worst case to fit beside the calls in flight. */
+export interface ExposureWaiter {
+  /** Try now: true when decided (admitted or refused), false to keep waiting. */
+  attempt(): boolean;
+  /** The episode was closed or the meter stopped. */
+  abandon(): void;
+}
+
 export interface ModelAgg {
   calls: number;
   cost: Pico;
@@ -71,17 +99,30 @@ export interface EpisodeRecord {
 }
 
 export class Episode {
+  /** The exact ledger (pico-dollars). */
   budget: Budget;
+  /** The episode as upstream's meter sees it: decides refusals, clamps and the budget header. */
+  readonly view: UpstreamView;
   calls = 0;
   errors = 0;
   refusedCap = 0;
   refusedModel = 0;
+  readonly refused = new Map<string, number>();
   clamped = 0;
+  retries = 0;
+  waited = 0;
+  rowsDropped = 0;
   readonly byModel = new Map<string, ModelAgg>();
   readonly tokens = { prompt: 0, cached: 0, completion: 0 };
   readonly startedAt = performance.now();
   lastCompletedAt: number | undefined;
   readonly inflight = new Set<CallAbort>();
+  /** Forwarded calls not yet settled, and the sum of their worst cases. */
+  forwarded = 0;
+  exposure: Pico = 0n;
+  readonly exposureQueue: ExposureWaiter[] = [];
+  readonly callGate: Gate;
+  readonly byteGate: Gate;
   closed = false;
   /**
    * The per-call line carries only the meter's own fields (no headers, no token), so it skips the
@@ -91,28 +132,44 @@ export class Episode {
 
   constructor(
     readonly record: EpisodeRecord,
-    cap: Pico,
+    capUsd: number,
     readonly log: Logger,
+    readonly limits: EpisodeLimits,
   ) {
-    this.budget = newBudget(cap);
+    this.budget = newBudget(usdToPico(capUsd));
+    this.view = newView(capUsd);
+    this.callGate = new Gate(limits.callsPerToken);
+    this.byteGate = new Gate(limits.bytesPerToken);
     this.callLog = log.child(
       {},
       { redact: { paths: ["token", "authorization", "apiKey"], censor: "[redacted]" } },
     );
   }
+
+  countRefusal(reason: string): void {
+    this.refused.set(reason, (this.refused.get(reason) ?? 0) + 1);
+  }
+
+  /** Admit waiting calls, in order, while they can be decided. */
+  pumpExposure(): void {
+    const q = this.exposureQueue;
+    while (q.length > 0 && q[0]!.attempt()) q.shift();
+  }
 }
 
-/** The x-trajrl-budget-remaining-usd value for a response (no valid token: 0). */
+/** The x-trajrl-budget-remaining-usd value before a call, as upstream computes it (no valid token: 0). */
 export function remainingHeader(ep: Episode | null): string {
-  return ep === null ? "0.000000" : formatUsd6(remaining(ep.budget));
+  return ep === null ? "0.000000" : pyFixed6(remainingBefore(ep.view));
 }
 
-export function budgetView(b: Budget): Budget4 {
+/** GET /v1/budget: upstream's figures (rounded to 6 decimals as Python rounds). */
+export function budgetView(ep: Episode): Budget4 {
+  const v = ep.view;
   return {
-    cap_usd: picoToUsd(b.cap),
-    spent_usd: picoToUsd(b.spent),
-    reserved_usd: picoToUsd(b.reserved),
-    remaining_usd: picoToUsd(remaining(b)),
+    cap_usd: v.cap,
+    spent_usd: pyRound6(v.spent),
+    reserved_usd: pyRound6(v.reserved),
+    remaining_usd: pyRound6(remainingBefore(v)),
   };
 }
 
@@ -136,9 +193,12 @@ export function summarize(ep: Episode): UsageSummary {
     errors: ep.errors,
     refused_cap: ep.refusedCap,
     refused_model: ep.refusedModel,
+    refused: Object.fromEntries([...ep.refused].sort((a, b) => (a[0] < b[0] ? -1 : 1))),
     clamped: ep.clamped,
     overshoot_usd: picoToUsd(ep.budget.overshoot),
-    closed_by_overshoot: ep.budget.closed,
+    retries: ep.retries,
+    waited: ep.waited,
+    rows_dropped: ep.rowsDropped,
     by_model: byModel,
     tokens: { ...ep.tokens },
   };
@@ -155,6 +215,7 @@ export class Episodes {
     private readonly log: Logger,
     private readonly sink: ReceiptSink | undefined,
     private readonly queue: ReceiptQueue | null,
+    private readonly limits: EpisodeLimits,
   ) {}
 
   get liveCount(): number {
@@ -172,7 +233,7 @@ export class Episodes {
       this.records.set(episodeId, record);
     }
     record.liveTokens++;
-    this.live.set(token, new Episode(record, usdToPico(capUsd), this.log.child({ episode: episodeId })));
+    this.live.set(token, new Episode(record, capUsd, this.log.child({ episode: episodeId }), this.limits));
     this.log.info({ episode: episodeId, cap_usd: capUsd }, "meter.episode.minted");
     return token;
   }
@@ -189,6 +250,7 @@ export class Episodes {
     ep.closed = true;
     // Nothing may be billed to an episode after it ended; aborted calls settle on what they used.
     for (const ac of ep.inflight) ac.abort("episode_closed");
+    for (const w of ep.exposureQueue.splice(0)) w.abandon();
     ep.record.liveTokens--;
     this.recent.set(token, ep);
     this.evict();
@@ -211,7 +273,10 @@ export class Episodes {
 
   /** Abort every live episode's calls in flight (the meter is stopping). */
   abortAll(): void {
-    for (const ep of this.live.values()) for (const ac of ep.inflight) ac.abort("meter_stopped");
+    for (const ep of this.live.values()) {
+      for (const ac of ep.inflight) ac.abort("meter_stopped");
+      for (const w of ep.exposureQueue.splice(0)) w.abandon();
+    }
   }
 
   /** The episode's receipts in arrival order (meter.json). Older episodes are read back from the sink. */

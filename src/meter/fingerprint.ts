@@ -23,8 +23,26 @@ export interface ToolCallText {
 
 export interface Fingerprint {
   contentSha: string | null;
+  /** Characters (code points, Python's len) of the stripped text. */
+  contentLen: number;
   toolSha: string | null;
   toolCalls: number;
+}
+
+/** Python's len() of a str: code points (a surrogate pair is one). */
+export function pyLen(s: string): number {
+  let n = s.length;
+  for (let k = 0; k < s.length - 1; k++) {
+    const c = s.charCodeAt(k);
+    if (c >= 0xd800 && c <= 0xdbff) {
+      const d = s.charCodeAt(k + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        n--;
+        k++;
+      }
+    }
+  }
+  return n;
 }
 
 /** Python's str.isspace() characters, stripped at both ends as `str.strip()` does. */
@@ -93,6 +111,7 @@ export function fingerprint(content: string, toolCalls: readonly ToolCallText[])
   const calls: PyValue[] = toolCalls.map((tc) => [tc.name, normArgs(tc.arguments)]);
   return {
     contentSha: text ? sha16(text) : null,
+    contentLen: pyLen(text),
     toolSha: calls.length > 0 ? sha16(pyJsonDumps(calls)) : null,
     toolCalls: calls.length,
   };

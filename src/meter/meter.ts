@@ -1,13 +1,14 @@
 /**
  * The meter: an OpenAI-compatible proxy in the daemon process that every model call of a policy
  * goes through. It alone holds the provider key; per episode it enforces the allowlist and the USD
- * cap (reserve the worst case before forwarding, settle on the provider's usage after) and records
- * a receipt per call. This facade wires the parts: episodes.ts (tokens, budgets), server.ts (HTTP),
- * chat.ts (validate, reserve, forward), relay.ts (the answer to the client), booking.ts
- * (settlement and receipts); the arithmetic is in ledger.ts, the estimate in estimate.ts.
+ * cap (upstream's rule decides refusals and clamps; the worst cases in flight bound real spend) and
+ * records a receipt per call. This facade wires the parts: episodes.ts (tokens, budgets), server.ts
+ * (HTTP), chat.ts (bounds, parse, admit, forward), relay.ts (the answer to the client), booking.ts
+ * (settlement and receipts); the rules are pure: admission.ts, exposure.ts, ledger.ts, estimate.ts.
  */
 import { InputError } from "../errors.js";
 import { type Logger, silentLogger } from "../log.js";
+import { floatPrices } from "./admission.js";
 import { Booking } from "./booking.js";
 import { ChatPath } from "./chat.js";
 import {
@@ -18,14 +19,17 @@ import {
   summarize,
   type UsageSummary,
 } from "./episodes.js";
+import { Gate } from "./gate.js";
 import { type Allowlist, compilePrices, type PriceTable, priceTableHash } from "./prices.js";
 import { type Receipt, ReceiptQueue, type ReceiptSink } from "./receipt.js";
 import { DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
-import { type Listener, MeterServer } from "./server.js";
+import { type Listener, type ListenOptions, MeterServer } from "./server.js";
 import { Upstream } from "./upstream.js";
 
 export type { Activity, Budget4, ModelUsage, UsageSummary } from "./episodes.js";
-export type { Listener } from "./server.js";
+export type { Listener, ListenOptions } from "./server.js";
+
+const MiB = 1024 * 1024;
 
 export interface MeterOptions {
   /** Provider base URL including /v1 (LLM_BASE_URL, or the simulator's url). */
@@ -40,8 +44,20 @@ export interface MeterOptions {
   /** Time to the response head, and the longest silence inside a stream. Default 300 s. */
   upstreamTimeoutMs?: number;
   retry?: Partial<RetryPolicy>;
-  /** Largest request body accepted (default 64 MiB: agents resend whole conversations). */
+  /** Largest request body accepted (default 64 MiB, upstream's limit: agents resend whole conversations). */
   maxBodyBytes?: number;
+  /** Request bytes all calls may hold at once (a body and its forwarded copy; default 512 MiB). */
+  maxBufferedBytes?: number;
+  /** Request bytes one token may hold at once (default 160 MiB: one largest body and its copy). */
+  maxBytesPerToken?: number;
+  /** Calls of one token in flight at once (default 32); more wait, their bodies unread. */
+  maxCallsPerToken?: number;
+  /** Receipts kept per episode (default 2000, as upstream keeps rows); counters go on. */
+  maxRowsPerEpisode?: number;
+  /** Time to receive a whole request (default 120 s). */
+  requestTimeoutMs?: number;
+  /** Connections per listener (default 512). */
+  maxConnections?: number;
   receiptFlushMs?: number;
   receiptBatch?: number;
 }
@@ -78,17 +94,28 @@ export class Meter {
           log: this.log,
         })
       : null;
-    this.episodes = new Episodes(this.log, opts.receipts, this.queue);
+    const maxBodyBytes = opts.maxBodyBytes ?? 64 * MiB;
+    this.episodes = new Episodes(this.log, opts.receipts, this.queue, {
+      callsPerToken: opts.maxCallsPerToken ?? 32,
+      bytesPerToken: opts.maxBytesPerToken ?? Math.max(160 * MiB, 2 * maxBodyBytes),
+      rowsPerEpisode: opts.maxRowsPerEpisode ?? 2000,
+    });
     const chat = new ChatPath({
       prices,
+      fprices: floatPrices(opts.prices),
       allowed: new Set(opts.allowlist.models),
       upstream: this.upstream,
       retry: { ...DEFAULT_RETRY, ...opts.retry },
-      maxBodyBytes: opts.maxBodyBytes ?? 64 * 1024 * 1024,
+      maxBodyBytes,
+      bytes: new Gate(opts.maxBufferedBytes ?? 512 * MiB),
       booking: new Booking(this.queue),
+      apiKey: opts.apiKey,
       log: this.log,
     });
-    this.server = new MeterServer(this.episodes, chat, modelsBody, this.log);
+    this.server = new MeterServer(this.episodes, chat, modelsBody, this.log, {
+      requestTimeoutMs: opts.requestTimeoutMs ?? 120_000,
+      maxConnections: opts.maxConnections ?? 512,
+    });
   }
 
   /** A bearer token for one episode with its own cap: "ep-" + 24 random bytes, base64url. */
@@ -120,9 +147,9 @@ export class Meter {
     return this.episodes.receiptsFor(episodeId);
   }
 
-  /** {cap, spent, reserved, remaining} of a token, as GET /v1/budget reports it. */
+  /** {cap, spent, reserved, remaining} of a token, as GET /v1/budget reports it (upstream's figures). */
   budget(token: string): Budget4 {
-    return budgetView(this.episodes.episode(token).budget);
+    return budgetView(this.episodes.episode(token));
   }
 
   /**
@@ -130,10 +157,17 @@ export class Meter {
    * per episode on that episode's network gateway. A listener given `onlyToken` answers that one
    * token and treats every other as unknown, so an episode's network can only ever spend its own
    * budget, whatever token reaches it; without it, a listener accepts every live token.
+   * `fallbackToEphemeral`: when the port is taken, take any free one (as upstream's meter does; for
+   * the standalone meter — an episode's listener keeps its port, the only one its firewall admits).
    */
-  async listen(host: string, port: number, onlyToken?: string): Promise<Listener> {
+  async listen(
+    host: string,
+    port: number,
+    onlyToken?: string,
+    opts: Omit<ListenOptions, "onlyToken"> = {},
+  ): Promise<Listener> {
     if (this.stopped) throw new InputError("meter_stopped", "the meter is stopped");
-    return this.server.listen(host, port, onlyToken);
+    return this.server.listen(host, port, { ...opts, onlyToken });
   }
 
   /** Close every listener, abort calls in flight, write the remaining receipts. */

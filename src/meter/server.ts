@@ -16,6 +16,20 @@ export interface Listener {
   close(): Promise<void>;
 }
 
+export interface ServerLimits {
+  /** Time to receive a whole request, headers and body (a slow sender is cut). */
+  requestTimeoutMs: number;
+  /** Connections one listener holds at once; more are refused by the kernel's backlog. */
+  maxConnections: number;
+}
+
+export interface ListenOptions {
+  /** Answer this token alone. */
+  onlyToken?: string;
+  /** When the port is taken, listen on an ephemeral port instead (as upstream's meter does). */
+  fallbackToEphemeral?: boolean;
+}
+
 export class MeterServer {
   private readonly servers = new Set<Server>();
   private readonly running = new Set<Promise<void>>();
@@ -25,25 +39,41 @@ export class MeterServer {
     private readonly chat: ChatPath,
     private readonly modelsBody: Buffer,
     private readonly log: Logger,
+    private readonly limits: ServerLimits,
   ) {}
 
   /**
    * Serve on host:port (port 0: any). A listener given `onlyToken` answers that one token and treats
    * every other as unknown; without it, a listener accepts every live token.
    */
-  async listen(host: string, port: number, onlyToken?: string): Promise<Listener> {
+  async listen(host: string, port: number, opts: ListenOptions = {}): Promise<Listener> {
+    const { onlyToken } = opts;
     const server = createServer(
-      { keepAliveTimeout: 30_000, headersTimeout: 60_000, requestTimeout: 0 },
+      {
+        keepAliveTimeout: 30_000,
+        headersTimeout: Math.min(60_000, this.limits.requestTimeoutMs),
+        requestTimeout: this.limits.requestTimeoutMs,
+      },
       (req, res) => this.track(this.route(req, res, onlyToken)),
     );
-    try {
-      await new Promise<void>((resolve, reject) => {
+    server.maxConnections = this.limits.maxConnections;
+    const bind = (p: number) =>
+      new Promise<void>((resolve, reject) => {
         server.once("error", reject);
-        server.listen(port, host, () => {
+        server.listen(p, host, () => {
           server.off("error", reject);
           resolve();
         });
       });
+    try {
+      try {
+        await bind(port);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (!(opts.fallbackToEphemeral && code === "EADDRINUSE" && port !== 0)) throw err;
+        this.log.warn({ host, port, code }, "meter.port_busy_using_ephemeral");
+        await bind(0);
+      }
     } catch (err) {
       throw new InfraError(
         "meter_listen_failed",
@@ -116,7 +146,7 @@ export class MeterServer {
       if (path === "/v1/budget") {
         if (ep === null)
           return sendError(res, 401, "unknown or closed episode token", "auth", "invalid_token", rem);
-        return send(res, 200, Buffer.from(JSON.stringify(budgetView(ep.budget))), rem);
+        return send(res, 200, Buffer.from(JSON.stringify(budgetView(ep))), rem);
       }
       return sendError(res, 404, `no route ${path}`, "invalid_request_error", "not_found", rem);
     } catch (err) {

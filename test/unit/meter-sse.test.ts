@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { AnswerAccumulator, errorInfo, parseUsage } from "../../src/meter/answer.js";
 import { fingerprint, normArgs, pyStrip } from "../../src/meter/fingerprint.js";
-import { parseRetryAfter, retryDelayMs } from "../../src/meter/retry.js";
+import { DEFAULT_RETRY, firstChunkRetryable, retryDelayMs } from "../../src/meter/retry.js";
 import { SseSplitter } from "../../src/meter/sse.js";
 
 const STREAM = [
@@ -67,12 +67,9 @@ describe("SSE splitter", () => {
 });
 
 describe("answer accumulation", () => {
-  it("collects usage, ids, finish reason and text from a stream; flags the usage-only chunk", () => {
+  it("collects usage, ids, finish reason and text from a stream", () => {
     const acc = new AnswerAccumulator();
-    const usageOnly = new SseSplitter()
-      .push(Buffer.from(STREAM))
-      .map((e) => (e.data === null ? false : acc.onEvent(e.data)));
-    expect(usageOnly).toEqual([false, false, false, false, false, true, false]);
+    for (const e of new SseSplitter().push(Buffer.from(STREAM))) if (e.data !== null) acc.onEvent(e.data);
     expect(acc.usage).toEqual({ promptTokens: 12, cachedTokens: 4, completionTokens: 3 });
     expect(acc.engyRequestId).toBe("engy-9");
     expect(acc.responseId).toBe("c1");
@@ -139,6 +136,7 @@ describe("fingerprints match the Python validator", () => {
   it("content and tool-call hashes", () => {
     expect(fingerprint("  Hello, wörld! \n", [])).toEqual({
       contentSha: "e2f9d7e54e593984",
+      contentLen: 13,
       toolSha: null,
       toolCalls: 0,
     });
@@ -150,12 +148,15 @@ describe("fingerprints match the Python validator", () => {
         { name: "read_file", arguments: '{"path":"/workspace/SKILL.md"}' },
         { name: "write_file", arguments: '{"z":1.0,"a":"é\\u00e9","n":[1,2e5]}' },
       ]),
-    ).toEqual({ contentSha: "2d711642b726b044", toolSha: "d1e3e4dbd2bbb622", toolCalls: 2 });
+    ).toEqual({ contentSha: "2d711642b726b044", contentLen: 1, toolSha: "d1e3e4dbd2bbb622", toolCalls: 2 });
     expect(fingerprint("\u3000text\xa0", [{ name: "terminal", arguments: "not json {" }])).toEqual({
       contentSha: "982d9e3eb996f559",
+      contentLen: 4,
       toolSha: "4bce8e669d9b5255",
       toolCalls: 1,
     });
+    // content_len is Python's len(): code points, an astral character once.
+    expect(fingerprint(" 😀é ", []).contentLen).toBe(2);
   });
 
   it("normalises arguments: sorted keys, compact, floats as Python prints them", () => {
@@ -165,18 +166,23 @@ describe("fingerprints match the Python validator", () => {
   });
 });
 
-describe("retry policy", () => {
-  const policy = { maxRetries: 3, baseDelayMs: 100, maxDelayMs: 300, maxRetryAfterMs: 5_000 };
-  it("honours Retry-After (seconds or a date), bounded; backs off exponentially otherwise", () => {
-    expect(parseRetryAfter("2", 0)).toBe(2000);
-    expect(parseRetryAfter("0.5", 0)).toBe(500);
-    expect(parseRetryAfter(new Date(10_000).toUTCString(), 7_000)).toBe(3000);
-    expect(parseRetryAfter("soon", 0)).toBeUndefined();
-    expect(retryDelayMs(policy, 0, 1500, 0.3)).toBe(1500);
-    expect(retryDelayMs(policy, 0, 6000, 0.3)).toBeNull();
-    expect(retryDelayMs(policy, 0, undefined, 0.999)).toBe(100);
-    expect(retryDelayMs(policy, 2, undefined, 0)).toBe(150);
-    expect(retryDelayMs(policy, 3, undefined, 0)).toBeNull();
+describe("retry policy: upstream's schedule", () => {
+  it("429/503: up to 6 retries, 1.5 s × the retry's number; a first-chunk error: up to 8, 2 s × n, one counter", () => {
+    const waits = (kind: "status" | "stream") =>
+      Array.from({ length: 10 }, (_, k) => retryDelayMs(DEFAULT_RETRY, kind, k));
+    expect(waits("status")).toEqual([1500, 3000, 4500, 6000, 7500, 9000, null, null, null, null]);
+    expect(waits("stream")).toEqual([2000, 4000, 6000, 8000, 10000, 12000, 14000, 16000, null, null]);
+    // Shared counter: after 6 status retries, a first-chunk error still has two left.
+    expect(retryDelayMs(DEFAULT_RETRY, "stream", 6)).toBe(14000);
+  });
+
+  it("a first chunk is retried when '\"error\"' or 'concurrency' is in its first 400 bytes", () => {
+    expect(firstChunkRetryable(Buffer.from('data: {"error":{"message":"x"}}\n\n'))).toBe(true);
+    expect(firstChunkRetryable(Buffer.from("data: too much concurrency\n\n"))).toBe(true);
+    expect(
+      firstChunkRetryable(Buffer.from('data: {"choices":[{"delta":{"content":"\\"error\\""}}]}\n\n')),
+    ).toBe(false);
+    expect(firstChunkRetryable(Buffer.from(`data: {"choices":[]}${" ".repeat(400)}"error"`))).toBe(false);
   });
 });
 
