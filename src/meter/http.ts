@@ -51,26 +51,32 @@ export function headerString(v: string | string[] | undefined): string | undefin
   return Array.isArray(v) ? v[0] : v;
 }
 
-/** The request body, or "too_large" past the limit (the rest is not read), or "aborted". */
+/**
+ * The request body, or "too_large" past the limit (the rest is not read), or "aborted". With a
+ * declared length the body is read into one buffer of that size (no second copy to join chunks).
+ */
 export function readBody(req: IncomingMessage, max: number): Promise<Buffer | "too_large" | "aborted"> {
   const declared = Number(req.headers["content-length"]);
   if (Number.isFinite(declared) && declared > max) return Promise.resolve("too_large");
+  const sized = Number.isInteger(declared) && declared > 0 ? Buffer.allocUnsafe(declared) : null;
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const onData = (c: Buffer) => {
-      size += c.length;
-      if (size > max) {
+      if (size + c.length > (sized === null ? max : sized.length)) {
         cleanup();
         req.pause();
-        resolve("too_large");
+        resolve(sized === null ? "too_large" : "aborted");
         return;
       }
-      chunks.push(c);
+      if (sized !== null) c.copy(sized, size);
+      else chunks.push(c);
+      size += c.length;
     };
     const onEnd = () => {
       cleanup();
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+      if (sized !== null) resolve(size === sized.length ? sized : "aborted");
+      else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
     };
     const onAbort = () => {
       cleanup();

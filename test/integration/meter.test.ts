@@ -853,6 +853,32 @@ describe("meter: upstream's details, and the bounds", () => {
     expect(closed).toBe(true);
     expect(h.meter.receiptsFor("ep-bounds")).toHaveLength(6);
   });
+
+  it("a listener holds a bounded number of connections; more are closed at once", async () => {
+    await h.meter.stop();
+    await h.up.close();
+    h = await harness({ maxConnections: 4 });
+    const { connect } = await import("node:net");
+    const socks = await Promise.all(
+      Array.from({ length: 6 }, async () => {
+        const s = connect(h.listener.port, "127.0.0.1");
+        await new Promise<void>((r) => s.once("connect", () => r()));
+        return s;
+      }),
+    );
+    const closed = await Promise.all(
+      socks.map(
+        (s) =>
+          new Promise<boolean>((r) => {
+            s.once("close", () => r(true));
+            s.resume();
+            setTimeout(() => r(false), 500);
+          }),
+      ),
+    );
+    expect(closed.filter(Boolean)).toHaveLength(2);
+    for (const s of socks) s.destroy();
+  });
 });
 
 afterAll(async () => {
