@@ -114,10 +114,14 @@ async function childMeter(upstreamPort: number, variant: string, from: string): 
     // Diagnosis only (--variant): what receipts and logging cost per call.
     receipts: variant.includes("no-receipts") ? undefined : new ReceiptRepo(db),
     log: variant.includes("no-logs") ? undefined : log,
+    // A token serves many calls here: keep every receipt (an episode keeps 2000), so each call pays for its own.
+    maxRowsPerEpisode: Number.MAX_SAFE_INTEGER,
   });
   const l = await meter.listen("127.0.0.1", 0);
-  const token = meter.mint("bench", 1000);
-  console.log(`${l.port} ${token} ${dir}`);
+  // Clients share TOKENS episode tokens (client k uses token k mod TOKENS): 64 clients are four
+  // episodes of 16 calls in flight, within the meter's per-token bound of calls in flight.
+  const tokens = Array.from({ length: TOKENS }, (_, k) => meter.mint(`bench-${k}`, 1000));
+  console.log(`${l.port} ${tokens.join(",")} ${dir}`);
   process.on("SIGTERM", async () => {
     await meter.stop();
     const n = (db.prepare("SELECT COUNT(*) AS n FROM receipts").get() as { n: number }).n;
@@ -129,10 +133,13 @@ async function childMeter(upstreamPort: number, variant: string, from: string): 
 
 // ------------------------------------------------------------------ load generator
 
+const TOKENS = 4;
+
 interface Target {
   name: "direct" | "bare" | "meter";
   port: number;
-  token: string;
+  /** Bearer tokens, used round-robin by the clients. */
+  tokens: string[];
   /** The proxy process (not for direct): its CPU per call is the load-independent cost. */
   pid?: number;
 }
@@ -160,11 +167,14 @@ async function measure(
   seconds: number,
 ): Promise<Stats> {
   const pool = new Pool(`http://127.0.0.1:${t.port}`, { connections: concurrency, keepAliveTimeout: 30_000 });
-  const headers = { "content-type": "application/json", authorization: `Bearer ${t.token}` };
   const lat: number[] = [];
   let errors = 0;
   let recording = false;
-  const one = async (): Promise<void> => {
+  const one = async (client: number): Promise<void> => {
+    const headers = {
+      "content-type": "application/json",
+      authorization: `Bearer ${t.tokens[client % t.tokens.length]}`,
+    };
     const t0 = performance.now();
     const r = await pool.request({ path: "/v1/chat/completions", method: "POST", headers, body });
     let first = -1;
@@ -177,7 +187,7 @@ async function measure(
   const stopAt = warm + seconds * 1000;
   let count = 0;
   let startAt = 0;
-  const worker = async () => {
+  const worker = async (client: number) => {
     for (;;) {
       const now = performance.now();
       if (now >= stopAt) return;
@@ -185,12 +195,12 @@ async function measure(
         recording = true;
         startAt = now;
       }
-      await one();
+      await one(client);
       if (recording) count++;
     }
   };
   const cpu0 = t.pid === undefined ? Number.NaN : cpuSeconds(t.pid);
-  await Promise.all(Array.from({ length: concurrency }, worker));
+  await Promise.all(Array.from({ length: concurrency }, (_, k) => worker(k)));
   const elapsed = (performance.now() - startAt) / 1000;
   const cpuUs = t.pid === undefined ? Number.NaN : ((cpuSeconds(t.pid) - cpu0) * 1e6) / (count || 1);
   await pool.close();
@@ -242,10 +252,13 @@ const WARM_CALLS = 3000;
 
 async function warmUp(t: Target, body: string, calls: number): Promise<void> {
   const pool = new Pool(`http://127.0.0.1:${t.port}`, { connections: 16 });
-  const headers = { "content-type": "application/json", authorization: `Bearer ${t.token}` };
   let left = calls;
   await Promise.all(
-    Array.from({ length: 16 }, async () => {
+    Array.from({ length: 16 }, async (_, k) => {
+      const headers = {
+        "content-type": "application/json",
+        authorization: `Bearer ${t.tokens[k % t.tokens.length]}`,
+      };
       while (left-- > 0) {
         const r = await pool.request({ path: "/v1/chat/completions", method: "POST", headers, body });
         await r.body.dump();
@@ -283,11 +296,11 @@ async function main(): Promise<void> {
   const bare = startChild(["bare", String(upPort)]);
   const met = startChild(["meter", String(upPort), argStr("variant", "full"), from]);
   const barePort = Number(await bare.firstLine);
-  const [meterPort, token, meterDir] = (await met.firstLine).split(" ") as [string, string, string];
+  const [meterPort, tokens, meterDir] = (await met.firstLine).split(" ") as [string, string, string];
   const targets: Target[] = [
-    { name: "direct", port: upPort, token: "sk-bench" },
-    { name: "bare", port: barePort, token: "sk-bench", pid: bare.proc.pid },
-    { name: "meter", port: Number(meterPort), token, pid: met.proc.pid },
+    { name: "direct", port: upPort, tokens: ["sk-bench"] },
+    { name: "bare", port: barePort, tokens: ["sk-bench"], pid: bare.proc.pid },
+    { name: "meter", port: Number(meterPort), tokens: tokens.split(","), pid: met.proc.pid },
   ];
   console.log(
     `meter benchmark: meter from ${from}, upstream=${upKind} body=${bodyKb} KiB, ${seconds}s per run after ${WARM_CALLS} warm-up calls per target and path and ${WARM_MS / 1000}s per run, best of ${rounds} rounds, node ${process.version}`,

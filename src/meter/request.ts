@@ -213,7 +213,8 @@ export function forwardBody(req: ChatRequest, maxTokens: number): Buffer {
   let head = `{"max_tokens":${intJson(maxTokens)}`;
   if (req.stream)
     head += `,"stream_options":${JSON.stringify({ ...req.streamOptions, include_usage: true })}`;
-  const parts: Buffer[] = [];
+  // Member spans [start − 1, end): the byte before each (a '{', ',' or space) becomes its comma.
+  const spans: number[] = [];
   let size = 0;
   for (const m of req.members) {
     const k = m.key;
@@ -236,18 +237,17 @@ export function forwardBody(req: ChatRequest, maxTokens: number): Buffer {
         continue;
       }
     }
-    parts.push(raw.subarray(m.start - 1, m.end));
+    spans.push(m.start - 1, m.end);
     size += m.end - m.start + 1;
   }
-  const h = Buffer.from(head);
-  const out = Buffer.allocUnsafe(h.length + size + 1);
-  h.copy(out, 0);
-  let at = h.length;
-  for (const p of parts) {
-    // A member's span preceded by one byte: overwrite it with the separating comma.
-    p.copy(out, at);
+  const headLen = Buffer.byteLength(head);
+  const out = Buffer.allocUnsafe(headLen + size + 1);
+  out.write(head, 0, headLen, "utf8");
+  let at = headLen;
+  for (let k = 0; k < spans.length; k += 2) {
+    raw.copy(out, at, spans[k]!, spans[k + 1]!);
     out[at] = 0x2c;
-    at += p.length;
+    at += spans[k + 1]! - spans[k]!;
   }
   out[at] = 0x7d;
   return out;

@@ -56,6 +56,10 @@ const MAX_DEPTH = 900;
 /** CPython refuses to convert longer integers (sys.int_info.default_max_str_digits). */
 const MAX_INT_DIGITS = 4300;
 
+/** 1 for the ASCII characters upstream counts as plain (letters, digits, space), else 0. */
+const PLAIN_TABLE = new Uint8Array(128);
+for (let c = 0; c < 128; c++) PLAIN_TABLE[c] = CLS[c] === PLAIN ? 1 : 0;
+
 const hexVal = (c: number): number =>
   c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 87 : c >= 0x41 && c <= 0x46 ? c - 55 : -1;
 
@@ -96,73 +100,77 @@ class Scanner {
   string(): boolean {
     const b = this.b;
     let i = this.i + 1;
+    const start = i;
+    // Raw bytes outside escapes: plain ASCII by table (dense is the rest), bytes ≥ 0x80 and lead bytes.
     let plain = 0;
-    let dense = 2;
     let high = 0;
-    let nonAscii = 0;
-    let escaped = false;
+    let lead = 0;
+    // Escapes: their raw length, and what Python prints for them.
+    let escRaw = 0;
+    let eP = 0;
+    let eD = 0;
+    let eN = 0;
+    let eH = 0;
     for (;;) {
-      const c = b[i];
-      if (c === undefined) {
-        this.i = i;
-        this.fail("unterminated string");
-      }
-      const k = CLS[c]!;
-      if (k === PLAIN) {
+      const c = b[i] as number;
+      if (c > 0x5c) {
+        if (c < 0x80) plain += PLAIN_TABLE[c]!;
+        else {
+          high++;
+          if (c >= 0xc0) lead++;
+        }
+        i++;
+      } else if (c > 0x22 && c !== 0x5c) {
+        plain += PLAIN_TABLE[c]!;
+        i++;
+      } else if (c === 0x20) {
         plain++;
         i++;
-      } else if (k === DENSE) {
-        dense++;
-        i++;
-      } else if (k === CONT) {
-        high++;
-        i++;
-      } else if (k === LEAD) {
-        nonAscii++;
-        high++;
-        i++;
-      } else if (c === 0x22) {
-        i++;
-        break;
-      } else if (c === 0x5c) {
-        escaped = true;
+      } else if (c === 0x21) i++;
+      else if (c === 0x22) break;
+      else if (c === 0x5c) {
         const e = b[i + 1];
         if (e === 0x22 || e === 0x5c) {
-          dense += 2;
+          eD += 2;
+          escRaw += 2;
           i += 2;
         } else if (e === 0x2f) {
-          dense++;
+          eD++;
+          escRaw += 2;
           i += 2;
         } else if (e === 0x62 || e === 0x66 || e === 0x6e || e === 0x72 || e === 0x74) {
-          dense++;
-          plain++;
+          eD++;
+          eP++;
+          escRaw += 2;
           i += 2;
         } else if (e === 0x75) {
           const u = this.hex4(i + 2);
           i += 6;
+          escRaw += 6;
           if (u >= 0xd800 && u <= 0xdbff && b[i] === 0x5c && b[i + 1] === 0x75) {
             const lo = this.hex4(i + 2);
             if (lo >= 0xdc00 && lo <= 0xdfff) {
               // A surrogate pair: one code point, four UTF-8 bytes.
               i += 6;
-              nonAscii++;
-              high += 4;
+              escRaw += 6;
+              eN++;
+              eH += 4;
               continue;
             }
           }
-          if (u === 0x22 || u === 0x5c) dense += 2;
+          if (u === 0x22 || u === 0x5c) eD += 2;
           else if (u === 0x08 || u === 0x09 || u === 0x0a || u === 0x0c || u === 0x0d) {
-            dense++;
-            plain++;
+            eD++;
+            eP++;
           } else if (u < 0x20) {
-            dense++;
-            plain += 5;
+            eD++;
+            eP += 5;
           } else if (u < 0x80) {
-            if (isPlainChar(u) || u === 0x20) plain++;
-            else dense++;
+            if (PLAIN_TABLE[u] === 1) eP++;
+            else eD++;
           } else {
-            nonAscii++;
-            high += u < 0x800 ? 2 : 3;
+            eN++;
+            eH += u < 0x800 ? 2 : 3;
           }
         } else {
           this.i = i;
@@ -170,15 +178,16 @@ class Scanner {
         }
       } else {
         this.i = i;
-        this.fail("control character in string");
+        this.fail(c === undefined ? "unterminated string" : "control character in string");
       }
     }
-    this.i = i;
-    this.plain += plain;
-    this.dense += dense;
-    this.high += high;
-    this.nonAscii += nonAscii;
-    return escaped;
+    const rawAscii = i - start - high - escRaw;
+    this.i = i + 1;
+    this.plain += plain + eP;
+    this.dense += 2 + (rawAscii - plain) + eD;
+    this.nonAscii += lead + eN;
+    this.high += high + eH;
+    return escRaw > 0;
   }
 
   private hex4(at: number): number {

@@ -1,9 +1,11 @@
+import { hash } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { AnswerAccumulator, errorInfo, parseUsage } from "../../src/meter/answer.js";
-import { fingerprint, normArgs, pyStrip } from "../../src/meter/fingerprint.js";
+import { fingerprint, normArgs, pyJsonDumpsCompact, pyStrip } from "../../src/meter/fingerprint.js";
 import { DEFAULT_RETRY, firstChunkRetryable, retryDelayMs } from "../../src/meter/retry.js";
 import { SseSplitter } from "../../src/meter/sse.js";
+import { type PyValue, pyJsonDumps, pyJsonParse } from "../../src/pack/index.js";
 
 const STREAM = [
   'data: {"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n',
@@ -157,6 +159,48 @@ describe("fingerprints match the Python validator", () => {
     });
     // content_len is Python's len(): code points, an astral character once.
     expect(fingerprint(" 😀é ", []).contentLen).toBe(2);
+  });
+
+  it("property: the fast path of the fingerprints gives the Python-faithful path's bytes", () => {
+    const reference = (text: string) => {
+      try {
+        return pyJsonDumpsCompact(pyJsonParse(text));
+      } catch {
+        return pyStrip(text);
+      }
+    };
+    const text = fc.oneof(
+      fc.json({ maxDepth: 3 }),
+      fc.jsonValue({ maxDepth: 2 }).map((v) => JSON.stringify(v, null, 1)),
+      fc.constantFrom(
+        '{"a":1,"a":2}',
+        '{"b":1.0}',
+        '{"n":12345678901234567890}',
+        "[-0]",
+        '{"x":NaN}',
+        " {} ",
+        '{"é":"\\ud800"}',
+        "nope",
+      ),
+      fc.string({ maxLength: 12 }),
+    );
+    fc.assert(
+      fc.property(text, (t) => {
+        expect(normArgs(t)).toBe(reference(t));
+      }),
+      { numRuns: 3000 },
+    );
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.string(), fc.string()), { maxLength: 4 }), (pairs) => {
+        const fp = fingerprint(
+          "",
+          pairs.map(([name, a]) => ({ name, arguments: a })),
+        );
+        const calls: PyValue[] = pairs.map(([name, a]) => [name, normArgs(a)]);
+        expect(fp.toolSha).toBe(pairs.length ? hash("sha256", pyJsonDumps(calls), "hex").slice(0, 16) : null);
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it("normalises arguments: sorted keys, compact, floats as Python prints them", () => {
