@@ -605,6 +605,28 @@ describe("meter: upstream faults", () => {
     expect(rec).toMatchObject({ prompt_tokens: 5000, completion_tokens: 7, usage_estimated: false });
     expect(BigInt(rec.usd_pico)).toBe(5000n * P + 7n * C);
     expect(h.meter.summary(token).reserved_usd).toBe(0);
+    // Upstream's meter settles a body answer before writing it: its view has the call settled too.
+    expect(h.meter.budget(token).reserved_usd).toBe(0);
+
+    // A stream whose client left: upstream's handler fails writing to it and never settles, so its
+    // view keeps the reservation (and refuses as upstream would); the exact ledger books the usage.
+    const ac2 = new AbortController();
+    const p2 = post(
+      h.base,
+      token,
+      { model: "kimi-k3", messages: msgs(), stream: true, max_tokens: 100 },
+      ac2.signal,
+    );
+    await waitFor(() => h.up.hits === 2);
+    ac2.abort();
+    await expect(p2).rejects.toThrow();
+    await waitFor(() => h.meter.receiptsFor("ep-gone").length === 2);
+    expect(h.meter.receiptsFor("ep-gone")[1]).toMatchObject({
+      prompt_tokens: 5000,
+      error_code: "client_disconnected",
+    });
+    expect(h.meter.summary(token).reserved_usd).toBe(0);
+    expect(h.meter.budget(token).reserved_usd).toBeGreaterThan(0);
   });
 
   it("a call whose answer never comes is booked at its reservation when the provider timeout ends it", async () => {
@@ -812,6 +834,10 @@ describe("meter: upstream's details, and the bounds", () => {
     expect(statuses.map((r) => r.status)).toEqual([200, 200, 200]);
     expect(h.up.maxInflight).toBe(1);
     expect(h.meter.summary(token).waited).toBe(2);
+    // One call at a time (an agent's loop) never waits: with nothing in flight, upstream's rule alone decides.
+    const sequential = h.meter.mint("ep-expo-seq", capUsd);
+    for (let k = 0; k < 3; k++) expect((await post(h.base, sequential, big)).status).toBe(200);
+    expect(h.meter.summary(sequential).waited).toBe(0);
 
     const roomy = h.meter.mint("ep-roomy", 1);
     h.up.maxInflight = 0;
