@@ -84,6 +84,15 @@ export function errorInfo(obj: Json): UpstreamErrorInfo | null {
   return { code: code === undefined ? "error" : String(code), message, retryable };
 }
 
+/**
+ * The common stream event, a text delta of choice 0 and nothing else (OpenAI's and vLLM's key order):
+ * recognised without JSON.parse. Its only effects are the text (and the response id when not yet
+ * known), so taking the text from the captured string literal is the same as the full parse; any
+ * other event — finish, usage, tool calls, errors, another order — takes the full path.
+ */
+const TEXT_DELTA =
+  /^\{"id":"([^"\\\x00-\x1f]*)","object":"chat\.completion\.chunk","created":(?:0|[1-9]\d*),"model":"[^"\\\x00-\x1f]*",(?:"system_fingerprint":(?:"[^"\\\x00-\x1f]*"|null),)?"choices":\[\{"index":0,"delta":\{(?:"role":"assistant",)?"content":("(?:[^"\\]|\\.)*")\},"logprobs":null,"finish_reason":null\}\]\}$/;
+
 export class AnswerAccumulator {
   usage: Usage | undefined;
   /** Usage was present but not of the documented shape. */
@@ -101,6 +110,9 @@ export class AnswerAccumulator {
   private readonly tools = new Map<number, { name: string; arguments: string }>();
   private readonly toolList: ToolCallText[] = [];
 
+  /** `fast`: recognise the common text delta without JSON.parse (tests compare with `false`). */
+  constructor(private readonly fast = true) {}
+
   /** One SSE data payload. */
   onEvent(data: string): void {
     if (data === "[DONE]") {
@@ -108,6 +120,22 @@ export class AnswerAccumulator {
       return;
     }
     this.events++;
+    if (this.fast) {
+      const m = TEXT_DELTA.exec(data);
+      if (m !== null) {
+        let text: unknown;
+        try {
+          text = JSON.parse(m[2]!);
+        } catch {
+          text = undefined; // not a valid literal: the full path decides
+        }
+        if (typeof text === "string") {
+          if (this.responseId === undefined && m[1]) this.responseId = m[1];
+          this.text.push(text);
+          return;
+        }
+      }
+    }
     let obj: unknown;
     try {
       obj = JSON.parse(data);

@@ -80,6 +80,54 @@ describe("answer accumulation", () => {
     expect(acc.fingerprint().contentSha).toBe(fingerprint("héllo wörld", []).contentSha);
   });
 
+  it("property: a text delta recognised without JSON.parse leaves the same answer as the full parse", () => {
+    const ident = fc.oneof(fc.string({ maxLength: 8 }), fc.constantFrom("chatcmpl-1", ""));
+    const chunk = fc.record({
+      id: ident,
+      created: fc.oneof(fc.nat(), fc.constantFrom("0123", "1e5", "-1")),
+      model: ident,
+      fp: fc.oneof(fc.constant(undefined), fc.constant(null), ident),
+      role: fc.boolean(),
+      content: fc.oneof(
+        fc.string({ unit: "binary", maxLength: 12 }),
+        fc.constantFrom('a"b', "\\", "\u0000x", "é😀"),
+      ),
+      finish: fc.constantFrom(null, null, "stop"),
+      extra: fc.constantFrom("", ',"usage":null', ',"x_engy":{"request_id":"r"}'),
+    });
+    type Chunk = typeof chunk extends fc.Arbitrary<infer T> ? T : never;
+    const text = (c: Chunk) => {
+      const delta = `{${c.role ? '"role":"assistant",' : ""}"content":${JSON.stringify(c.content)}}`;
+      const fp = c.fp === undefined ? "" : `"system_fingerprint":${JSON.stringify(c.fp)},`;
+      return `{"id":${JSON.stringify(c.id)},"object":"chat.completion.chunk","created":${c.created},"model":${JSON.stringify(c.model)},${fp}"choices":[{"index":0,"delta":${delta},"logprobs":null,"finish_reason":${JSON.stringify(c.finish)}}]${c.extra}}`;
+    };
+    // Raw texts too: a control character or a broken escape inside the literal.
+    const raw = fc.oneof(
+      chunk.map(text),
+      chunk.map((c) => text(c).replace('"content":"', '"content":"\u0001')),
+      chunk.map((c) => text(c).replace('"content":"', '"content":"\\x')),
+    );
+    fc.assert(
+      fc.property(fc.array(raw, { maxLength: 6 }), (events) => {
+        const fast = new AnswerAccumulator();
+        const slow = new AnswerAccumulator(false);
+        for (const e of events) {
+          fast.onEvent(e);
+          slow.onEvent(e);
+        }
+        expect(fast.fingerprint()).toEqual(slow.fingerprint());
+        expect([fast.responseId, fast.finishReason, fast.usage, fast.unparsable, fast.events]).toEqual([
+          slow.responseId,
+          slow.finishReason,
+          slow.usage,
+          slow.unparsable,
+          slow.events,
+        ]);
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
   it("assembles streamed tool calls by index like a non-stream message", () => {
     const s = new AnswerAccumulator();
     s.onEvent(
