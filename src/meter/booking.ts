@@ -158,7 +158,8 @@ export class Booking {
     ep.calls++;
     ep.retries += call.retries;
     ep.lastCompletedAt = performance.now();
-    if (o.status !== 200 || o.errorCode !== null) ep.errors++;
+    // As upstream counts them (a status other than 200), and a cut answer.
+    if (o.status !== 200 || o.truncated) ep.errors++;
     if (usage !== null) {
       ep.tokens.prompt += usage.promptTokens;
       ep.tokens.cached += Math.min(usage.cachedTokens, usage.promptTokens);

@@ -113,7 +113,6 @@ export class ChatPath {
       r = parseChatRequest(raw);
     } catch (err) {
       if (!(err instanceof InvalidRequest)) throw err;
-      ep.errors++;
       ep.countRefusal("invalid_request");
       return sendError(
         res,
@@ -406,7 +405,6 @@ export class ChatPath {
 
   /** Over the body limit (upstream: 413, no row): counted; the rest of the body is not read. */
   private tooLarge(req: IncomingMessage, res: ServerResponse, ep: Episode): void {
-    ep.errors++;
     ep.countRefusal("body_too_large");
     sendError(
       res,

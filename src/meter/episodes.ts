@@ -27,7 +27,7 @@ export interface UsageSummary {
   reserved_usd: number;
   /** Calls forwarded upstream (refusals are counted apart). */
   calls: number;
-  /** Forwarded calls that failed upstream, were cut or lost. */
+  /** Forwarded calls that failed upstream, were cut or lost (refusals are counted in `refused`). */
   errors: number;
   refused_cap: number;
   refused_model: number;
