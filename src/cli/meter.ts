@@ -81,7 +81,11 @@ export function registerMeter(program: Command): void {
       const episodeId = flags.episode ?? `standalone-${new Date().toISOString().replace(/[:.]/g, "-")}`;
       let listener: Awaited<ReturnType<typeof meter.listen>>;
       try {
-        listener = await meter.listen(flags.host ?? config.meter.host, port);
+        // A port another process holds: an ephemeral one instead (as upstream's meter does); the
+        // URL printed on the second line is the one that serves.
+        listener = await meter.listen(flags.host ?? config.meter.host, port, undefined, {
+          fallbackToEphemeral: true,
+        });
       } catch (err) {
         await meter.stop();
         db.close();

@@ -6,7 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import type { ChatMessage } from "./conversation.js";
-import { messageTokens, toolsTokens } from "./tokens.js";
+import { messageTokens, PLAIN, type Tokenizer, toolsTokens } from "./tokens.js";
 
 /** How many messages open a session (system prompt + task prompt, typically). */
 export const SESSION_MESSAGES = 2;
@@ -28,17 +28,22 @@ export class PrefixCache {
   constructor(private readonly maxEntries = 100_000) {}
 
   /** Cached tokens for this prompt; then remember its prefixes for the requests that follow. */
-  lookupAndRecord(model: string, messages: readonly ChatMessage[], tools: unknown): number {
+  lookupAndRecord(
+    model: string,
+    messages: readonly ChatMessage[],
+    tools: unknown,
+    tk: Tokenizer = PLAIN,
+  ): number {
     const h = createHash("sha256").update(model).update("\u0000").update(sessionKey(messages));
     h.update("\u0000").update(tools === undefined || tools === null ? "" : JSON.stringify(tools));
     let key = h.copy().digest("hex");
     const keys = [key];
-    const tokens = [toolsTokens(tools)];
+    const tokens = [toolsTokens(tools, tk)];
     for (const m of messages) {
       h.update("\u0001").update(messageKey(m));
       key = h.copy().digest("hex");
       keys.push(key);
-      tokens.push(tokens[tokens.length - 1]! + messageTokens(m));
+      tokens.push(tokens[tokens.length - 1]! + messageTokens(m, tk));
     }
     let cached = 0;
     for (let i = keys.length - 1; i >= 1; i--) {

@@ -14,6 +14,7 @@ export {
   VERIFY_COMMAND,
 } from "./brain.js";
 export { PrefixCache, sessionKey } from "./cache.js";
+export type { BilledTokens } from "./chat.js";
 export { type ChatMessage, chatRequestSchema, normaliseMessages } from "./conversation.js";
 export { type Fault, type FaultKind, type FaultPlan, type FaultRule, parseFaultHeader } from "./faults.js";
 export {
@@ -28,4 +29,12 @@ export {
 export { draw } from "./rng.js";
 export { loadScenarios, makeScenario, recogniseScenario, type SimScenario } from "./scenarios.js";
 export { type EngySim, type EngySimOptions, type EngySimStats, startEngySim } from "./server.js";
-export { countTokens, messageTokens, promptTokens } from "./tokens.js";
+export {
+  ADVERSARIAL,
+  countTokens,
+  messageTokens,
+  PLAIN,
+  promptTokens,
+  type Tokenizer,
+  type TokenizerName,
+} from "./tokens.js";

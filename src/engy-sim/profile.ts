@@ -37,6 +37,8 @@ export const simProfileSchema = z.strictObject({
   max_attempts: z.number().int().min(1).max(10),
   models: z.record(z.string(), modelProfileSchema),
   faults: z.array(faultRuleSchema),
+  /** How the simulator counts tokens (tokens.ts): "plain", or "adversarial" for the cap's tests. */
+  tokenizer: z.enum(["plain", "adversarial"]).default("plain"),
 });
 export type SimProfile = z.infer<typeof simProfileSchema>;
 
@@ -48,6 +50,7 @@ export const simProfileOverrideSchema = z.strictObject({
   max_attempts: simProfileSchema.shape.max_attempts.optional(),
   models: z.record(z.string(), modelProfileSchema.partial()).optional(),
   faults: z.array(faultRuleSchema).optional(),
+  tokenizer: z.enum(["plain", "adversarial"]).optional(),
 });
 export type SimProfileOverride = z.input<typeof simProfileOverrideSchema>;
 
@@ -77,6 +80,7 @@ export function resolveProfile(override: SimProfileOverride | undefined, source 
     max_attempts: o.max_attempts ?? DEFAULT_PROFILE.max_attempts,
     models,
     faults: o.faults ?? DEFAULT_PROFILE.faults,
+    tokenizer: o.tokenizer ?? DEFAULT_PROFILE.tokenizer,
   });
 }
 

@@ -3,7 +3,7 @@
  * chunks, OpenAI-shaped errors. Pure: a Completion in, strings out.
  */
 import type { PlannedToolCall } from "./brain.js";
-import { countTokens, truncateToTokens } from "./tokens.js";
+import { PLAIN, type Tokenizer } from "./tokens.js";
 
 export type FinishReason = "stop" | "tool_calls" | "length";
 
@@ -36,9 +36,10 @@ export const SYSTEM_FINGERPRINT = "fp_engy_sim";
 export function completionTokensOf(
   content: string,
   toolCalls: readonly { name: string; arguments: string }[],
+  tk: Tokenizer = PLAIN,
 ): number {
-  let n = countTokens(content);
-  for (const tc of toolCalls) n += countTokens(tc.name) + countTokens(tc.arguments);
+  let n = tk.count(content);
+  for (const tc of toolCalls) n += tk.count(tc.name) + tk.count(tc.arguments);
   return n;
 }
 
@@ -50,21 +51,22 @@ export function applyMaxTokens(
   content: string,
   toolCalls: readonly PlannedToolCall[],
   maxTokens: number | undefined,
+  tk: Tokenizer = PLAIN,
 ): { content: string; toolCalls: PlannedToolCall[]; truncated: boolean } {
-  if (maxTokens === undefined || completionTokensOf(content, toolCalls) <= maxTokens)
+  if (maxTokens === undefined || completionTokensOf(content, toolCalls, tk) <= maxTokens)
     return { content, toolCalls: [...toolCalls], truncated: false };
-  const keptContent = truncateToTokens(content, maxTokens);
-  let left = maxTokens - countTokens(keptContent);
+  const keptContent = tk.truncate(content, maxTokens);
+  let left = maxTokens - tk.count(keptContent);
   const kept: PlannedToolCall[] = [];
   for (const tc of toolCalls) {
-    const need = countTokens(tc.name) + countTokens(tc.arguments);
+    const need = tk.count(tc.name) + tk.count(tc.arguments);
     if (need <= left) {
       kept.push(tc);
       left -= need;
       continue;
     }
-    const room = left - countTokens(tc.name);
-    if (room > 0) kept.push({ name: tc.name, arguments: truncateToTokens(tc.arguments, room) });
+    const room = left - tk.count(tc.name);
+    if (room > 0) kept.push({ name: tc.name, arguments: tk.truncate(tc.arguments, room) });
     break;
   }
   return { content: keptContent, toolCalls: kept, truncated: true };

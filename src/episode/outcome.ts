@@ -4,7 +4,7 @@
  * evaluation.json, error.txt, policy.log).
  */
 import type { TurnRecord } from "../../agent/contract.js";
-import type { Receipt } from "../meter/index.js";
+import { meterArtifact, type Receipt } from "../meter/index.js";
 import { ARTIFACT_FILES } from "./artifacts.js";
 import { primaryFailure } from "./attribution.js";
 import { type HermesAnswer, upstreamProvenance } from "./hermes-session.js";
@@ -77,12 +77,10 @@ export async function finishEpisode(
   result.truncated_before_tool_call ||= result.agent.tool_calls === 0 && receipts.some((r) => r.truncated);
 
   await artifacts.write(ARTIFACT_FILES.policyLog, opts.policyLog);
-  await artifacts.json(ARTIFACT_FILES.meter, {
-    episode_id: run.id,
-    price_table_hash: meter.priceTableHash,
-    summary: usage,
-    receipts,
-  });
+  await artifacts.json(
+    ARTIFACT_FILES.meter,
+    meterArtifact({ episodeId: run.id, priceTableHash: meter.priceTableHash, summary: usage, receipts }),
+  );
   if (primary && !artifacts.written[ARTIFACT_FILES.error]) {
     await artifacts.write(
       ARTIFACT_FILES.error,

@@ -4,7 +4,6 @@
  * choice 0. Upstream JSON is outside input: shapes are checked where they are used, usage with zod.
  */
 import { z } from "zod";
-import { type CharCount, countJsonChars } from "./estimate.js";
 import { type Fingerprint, fingerprint, type ToolCallText } from "./fingerprint.js";
 import type { Usage } from "./ledger.js";
 
@@ -85,31 +84,20 @@ export function errorInfo(obj: Json): UpstreamErrorInfo | null {
   return { code: code === undefined ? "error" : String(code), message, retryable };
 }
 
-/** The usage-only chunk a provider sends last when asked for usage: `choices: []` and a usage object. */
-function usageOnly(obj: Record<string, unknown>): boolean {
-  const choices = obj.choices;
-  return obj.usage !== undefined && obj.usage !== null && (!Array.isArray(choices) || choices.length === 0);
-}
-
 /**
- * Whether one SSE data payload is the usage-only chunk, decided on its own (false when unparsable),
- * so the relay can hold it back before the accumulator has seen the events ahead of it.
+ * The common stream event, a text delta of choice 0 and nothing else (OpenAI's and vLLM's key order):
+ * recognised without JSON.parse. Its only effects are the text (and the response id when not yet
+ * known), so taking the text from the captured string literal is the same as the full parse; any
+ * other event — finish, usage, tool calls, errors, another order — takes the full path.
  */
-export function isUsageOnlyEvent(data: string): boolean {
-  let obj: unknown;
-  try {
-    obj = JSON.parse(data);
-  } catch {
-    return false;
-  }
-  return isObj(obj) && usageOnly(obj);
-}
+const TEXT_DELTA =
+  /^\{"id":"([^"\\\x00-\x1f]*)","object":"chat\.completion\.chunk","created":(?:0|[1-9]\d*),"model":"[^"\\\x00-\x1f]*",(?:"system_fingerprint":(?:"[^"\\\x00-\x1f]*"|null),)?"choices":\[\{"index":0,"delta":\{(?:"role":"assistant",)?"content":("(?:[^"\\]|\\.)*")\},"logprobs":null,"finish_reason":null\}\]\}$/;
 
 export class AnswerAccumulator {
   usage: Usage | undefined;
   /** Usage was present but not of the documented shape. */
   badUsage = false;
-  /** x_engy.request_id seen in the body / any chunk. */
+  /** x_engy.request_id seen in the body / the last chunk that carried one. */
   engyRequestId: string | undefined;
   /** The response's (or first chunk's) `id`. */
   responseId: string | undefined;
@@ -122,21 +110,40 @@ export class AnswerAccumulator {
   private readonly tools = new Map<number, { name: string; arguments: string }>();
   private readonly toolList: ToolCallText[] = [];
 
-  /** One SSE data payload. Returns true when it is the usage-only chunk (`choices: []` + usage). */
-  onEvent(data: string): boolean {
+  /** `fast`: recognise the common text delta without JSON.parse (tests compare with `false`). */
+  constructor(private readonly fast = true) {}
+
+  /** One SSE data payload. */
+  onEvent(data: string): void {
     if (data === "[DONE]") {
       this.sawDone = true;
-      return false;
+      return;
     }
     this.events++;
+    if (this.fast) {
+      const m = TEXT_DELTA.exec(data);
+      if (m !== null) {
+        let text: unknown;
+        try {
+          text = JSON.parse(m[2]!);
+        } catch {
+          text = undefined; // not a valid literal: the full path decides
+        }
+        if (typeof text === "string") {
+          if (this.responseId === undefined && m[1]) this.responseId = m[1];
+          this.text.push(text);
+          return;
+        }
+      }
+    }
     let obj: unknown;
     try {
       obj = JSON.parse(data);
     } catch {
       this.unparsable++;
-      return false;
+      return;
     }
-    if (!isObj(obj)) return false;
+    if (!isObj(obj)) return;
     this.common(obj);
     const choices = obj.choices;
     if (Array.isArray(choices)) {
@@ -162,7 +169,6 @@ export class AnswerAccumulator {
         }
       }
     }
-    return usageOnly(obj);
   }
 
   /** A whole non-stream response body. */
@@ -209,18 +215,5 @@ export class AnswerAccumulator {
 
   fingerprint(): Fingerprint {
     return fingerprint(this.text.join(""), this.toolCalls());
-  }
-
-  /** Characters generated (text and tool arguments), for an estimate when no usage came. */
-  generatedChars(): CharCount {
-    const c = countJsonChars(this.text.join(""));
-    for (const t of this.toolCalls()) {
-      const a = countJsonChars(
-        typeof t.arguments === "string" ? t.arguments : JSON.stringify(t.arguments ?? ""),
-      );
-      c.ascii += a.ascii + t.name.length;
-      c.nonAscii += a.nonAscii;
-    }
-    return c;
   }
 }

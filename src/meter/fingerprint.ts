@@ -12,7 +12,6 @@ import {
   type PyValue,
   pyDumpString,
   pyFloatRepr,
-  pyJsonDumps,
   pyJsonParse,
 } from "../pack/index.js";
 
@@ -23,8 +22,26 @@ export interface ToolCallText {
 
 export interface Fingerprint {
   contentSha: string | null;
+  /** Characters (code points, Python's len) of the stripped text. */
+  contentLen: number;
   toolSha: string | null;
   toolCalls: number;
+}
+
+/** Python's len() of a str: code points (a surrogate pair is one). */
+export function pyLen(s: string): number {
+  let n = s.length;
+  for (let k = 0; k < s.length - 1; k++) {
+    const c = s.charCodeAt(k);
+    if (c >= 0xd800 && c <= 0xdbff) {
+      const d = s.charCodeAt(k + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        n--;
+        k++;
+      }
+    }
+  }
+  return n;
 }
 
 /** Python's str.isspace() characters, stripped at both ends as `str.strip()` does. */
@@ -71,6 +88,50 @@ export function pyJsonDumpsCompact(value: PyValue): string {
   return `{${keys.map((k) => `${pyDumpString(k)}:${pyJsonDumpsCompact(value.get(k)!)}`).join(",")}}`;
 }
 
+/**
+ * The common case of normArgs, without the Python-faithful parser: a text JSON.parse accepts whose
+ * numbers are all integers (no digit followed by '.', 'e' or 'E' anywhere, no NaN or Infinity) reads
+ * the same in JSON.parse and in Python's json.loads (a repeated key keeps its last value in both, and
+ * the keys are sorted anyway). Undefined when the exact path must decide.
+ */
+function fastCanonical(text: string): string | undefined {
+  if (/\d[.eE]|NaN|Infinity/.test(text)) return undefined;
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  return dumpSorted(v);
+}
+
+/** `json.dumps(v, sort_keys=True, separators=(",", ":"))` of a JSON.parse value with integer numbers. */
+function dumpSorted(v: unknown): string | undefined {
+  if (v === null) return "null";
+  if (v === true) return "true";
+  if (v === false) return "false";
+  if (typeof v === "string") return pyDumpString(v);
+  if (typeof v === "number") return Number.isSafeInteger(v) ? String(v === 0 ? 0 : v) : undefined;
+  if (Array.isArray(v)) {
+    const parts: string[] = [];
+    for (const x of v) {
+      const d = dumpSorted(x);
+      if (d === undefined) return undefined;
+      parts.push(d);
+    }
+    return `[${parts.join(",")}]`;
+  }
+  const o = v as Record<string, unknown>;
+  const keys = Object.keys(o).sort(compareCodePoints);
+  const parts: string[] = [];
+  for (const k of keys) {
+    const d = dumpSorted(o[k]);
+    if (d === undefined) return undefined;
+    parts.push(`${pyDumpString(k)}:${d}`);
+  }
+  return `{${parts.join(",")}}`;
+}
+
 /** Tool-call arguments as canonical JSON when they parse, else the raw text stripped. */
 export function normArgs(args: unknown): string {
   if (args !== null && typeof args === "object") {
@@ -81,6 +142,8 @@ export function normArgs(args: unknown): string {
     }
   }
   const text = typeof args === "string" ? args : args === undefined || args === null ? "" : String(args);
+  const fast = fastCanonical(text);
+  if (fast !== undefined) return fast;
   try {
     return pyJsonDumpsCompact(pyJsonParse(text));
   } catch {
@@ -88,12 +151,18 @@ export function normArgs(args: unknown): string {
   }
 }
 
+/** `json.dumps([[name, args], …], sort_keys=True)` for pairs of strings (default separators). */
+function dumpCalls(calls: readonly (readonly [string, string])[]): string {
+  return `[${calls.map(([n, a]) => `[${pyDumpString(n)}, ${pyDumpString(a)}]`).join(", ")}]`;
+}
+
 export function fingerprint(content: string, toolCalls: readonly ToolCallText[]): Fingerprint {
   const text = pyStrip(content);
-  const calls: PyValue[] = toolCalls.map((tc) => [tc.name, normArgs(tc.arguments)]);
+  const calls = toolCalls.map((tc) => [tc.name, normArgs(tc.arguments)] as const);
   return {
     contentSha: text ? sha16(text) : null,
-    toolSha: calls.length > 0 ? sha16(pyJsonDumps(calls)) : null,
+    contentLen: pyLen(text),
+    toolSha: calls.length > 0 ? sha16(dumpCalls(calls)) : null,
     toolCalls: calls.length,
   };
 }

@@ -4,22 +4,41 @@
 import { EventEmitter } from "node:events";
 import type { IncomingMessage, ServerResponse } from "node:http";
 
-/** Why a call was aborted. */
-export type AbortReason = "client_disconnected" | "episode_closed" | "meter_stopped";
+/** Why a call was aborted (its upstream request cancelled). */
+export type AbortReason = "episode_closed" | "meter_stopped";
 
 /**
  * A call's cancellation: undici accepts an EventEmitter that emits "abort" as a request signal, and
- * it costs far less per call than an AbortController (an EventTarget) on the hot path.
+ * it costs far less per call than an AbortController (an EventTarget) on the hot path. "abort"
+ * (episode closed, meter stopping) cancels the upstream request; "gone" (the client closed its
+ * connection) does not — the answer is still read and booked — but ends waits and retries.
  */
 export class CallAbort extends EventEmitter {
   aborted = false;
   reason: AbortReason | undefined;
+  gone = false;
 
   abort(reason: AbortReason): void {
     if (this.aborted) return;
     this.aborted = true;
     this.reason = reason;
     this.emit("abort");
+  }
+
+  leave(): void {
+    if (this.gone) return;
+    this.gone = true;
+    this.emit("gone");
+  }
+
+  /** Register `f` for whichever comes first, abort or leave (for cancellable waits). */
+  onEnd(f: () => void): void {
+    if (this.aborted || this.gone) {
+      f();
+      return;
+    }
+    this.once("abort", f);
+    this.once("gone", f);
   }
 }
 
@@ -32,26 +51,32 @@ export function headerString(v: string | string[] | undefined): string | undefin
   return Array.isArray(v) ? v[0] : v;
 }
 
-/** The request body, or "too_large" past the limit (the rest is not read), or "aborted". */
+/**
+ * The request body, or "too_large" past the limit (the rest is not read), or "aborted". With a
+ * declared length the body is read into one buffer of that size (no second copy to join chunks).
+ */
 export function readBody(req: IncomingMessage, max: number): Promise<Buffer | "too_large" | "aborted"> {
   const declared = Number(req.headers["content-length"]);
   if (Number.isFinite(declared) && declared > max) return Promise.resolve("too_large");
+  const sized = Number.isInteger(declared) && declared > 0 ? Buffer.allocUnsafe(declared) : null;
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const onData = (c: Buffer) => {
-      size += c.length;
-      if (size > max) {
+      if (size + c.length > (sized === null ? max : sized.length)) {
         cleanup();
         req.pause();
-        resolve("too_large");
+        resolve(sized === null ? "too_large" : "aborted");
         return;
       }
-      chunks.push(c);
+      if (sized !== null) c.copy(sized, size);
+      else chunks.push(c);
+      size += c.length;
     };
     const onEnd = () => {
       cleanup();
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+      if (sized !== null) resolve(size === sized.length ? sized : "aborted");
+      else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
     };
     const onAbort = () => {
       cleanup();
@@ -62,11 +87,13 @@ export function readBody(req: IncomingMessage, max: number): Promise<Buffer | "t
       req.off("end", onEnd);
       req.off("error", onAbort);
       req.off("aborted", onAbort);
+      req.off("close", onAbort);
     };
     req.on("data", onData);
     req.on("end", onEnd);
     req.on("error", onAbort);
     req.on("aborted", onAbort);
+    req.on("close", onAbort);
   });
 }
 
@@ -87,48 +114,104 @@ export async function readLimited(
   return Buffer.concat(chunks);
 }
 
-/** A whole response body, through events (an async iterator costs more per call); `first` at the first byte. */
-export function readAll(body: NodeJS.ReadableStream, first: (at: number) => void): Promise<Buffer> {
+export class BodyTooLarge extends Error {}
+
+/**
+ * A whole response body, through events (an async iterator costs more per call); `first` at the
+ * first byte. Over `max` bytes it rejects with BodyTooLarge (the body is destroyed).
+ */
+export function readAll(
+  body: NodeJS.ReadableStream & { destroy(): void },
+  max: number,
+  first: (at: number) => void,
+): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     body.on("data", (c: Buffer) => {
       if (size === 0) first(performance.now());
-      chunks.push(c);
       size += c.length;
+      if (size > max) {
+        body.destroy();
+        reject(new BodyTooLarge(`answer over ${max} bytes`));
+        return;
+      }
+      chunks.push(c);
     });
     body.once("end", () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
     body.once("error", reject);
   });
 }
 
-/** Resolve on 'drain', or when the call is aborted (a gone client never drains). */
-export function drained(res: ServerResponse, abort: CallAbort): Promise<void> {
+/** Resolve on 'drain', or when the client or the call is gone (a gone client never drains). */
+export function drained(res: ServerResponse, ac: CallAbort): Promise<void> {
   return new Promise((resolve) => {
     const done = () => {
       res.off("drain", done);
       res.off("close", done);
-      abort.off("abort", done);
+      ac.off("abort", done);
+      ac.off("gone", done);
       resolve();
     };
     res.once("drain", done);
     res.once("close", done);
-    abort.once("abort", done);
+    ac.once("abort", done);
+    ac.once("gone", done);
   });
 }
 
-/** Sleep before a retry; false (early) when the call is aborted meanwhile. */
-export function wait(ms: number, abort: CallAbort): Promise<boolean> {
-  if (abort.aborted) return Promise.resolve(false);
+/** Sleep before a retry; false (early) when the call is aborted or its client left meanwhile. */
+export function wait(ms: number, ac: CallAbort): Promise<boolean> {
+  if (ac.aborted || ac.gone) return Promise.resolve(false);
   return new Promise((resolve) => {
-    const onAbort = () => {
+    const onEnd = () => {
       clearTimeout(t);
+      ac.off("abort", onEnd);
+      ac.off("gone", onEnd);
       resolve(false);
     };
     const t = setTimeout(() => {
-      abort.off("abort", onAbort);
+      ac.off("abort", onEnd);
+      ac.off("gone", onEnd);
       resolve(true);
     }, ms);
-    abort.once("abort", onAbort);
+    ac.once("abort", onEnd);
+    ac.once("gone", onEnd);
   });
+}
+
+/** The operator's key (and anything after "Bearer ") never reaches a policy in an error body. */
+export function redactSecret(buf: Buffer, secret: string | undefined): Buffer {
+  if (secret === undefined || secret.length < 4 || buf.indexOf(secret) < 0) return buf;
+  return Buffer.from(buf.toString("latin1").split(secret).join("[redacted]"), "latin1");
+}
+
+export const REMAINING_HEADER = "x-trajrl-budget-remaining-usd";
+
+/** A whole JSON (or other) response with the budget header. */
+export function send(
+  res: ServerResponse,
+  status: number,
+  body: Buffer,
+  remaining: string,
+  type = "application/json",
+): void {
+  res.writeHead(status, {
+    "content-type": type,
+    "content-length": body.length,
+    [REMAINING_HEADER]: remaining,
+  });
+  res.end(body);
+}
+
+/** An OpenAI-shaped error response with the budget header. */
+export function sendError(
+  res: ServerResponse,
+  status: number,
+  message: string,
+  type: string,
+  code: string,
+  remaining: string,
+): void {
+  send(res, status, Buffer.from(errorBody(message, type, code)), remaining);
 }

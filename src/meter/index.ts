@@ -1,24 +1,23 @@
 /** The meter's public face: the proxy, its configuration files and the pure pieces others reuse. */
-export { type AnswerAccumulator, parseUsage } from "./answer.js";
-export { estimatePromptTokens, UNBILLED_KEYS } from "./estimate.js";
-export { fingerprint, normArgs } from "./fingerprint.js";
 export {
-  type Budget,
-  costOf,
   DEFAULT_MAX_TOKENS,
+  type FloatPrice,
+  floatPrices,
   MIN_MAX_TOKENS,
-  newBudget,
-  planReservation,
-  type Reservation,
-  remaining,
-  reserve,
-  settle,
-  type Usage,
-} from "./ledger.js";
+  pyFixed6,
+  reserveFor,
+} from "./admission.js";
+export { type AnswerAccumulator, parseUsage } from "./answer.js";
+export { type MeterArtifact, type MeterRow, meterArtifact, meterRow } from "./artifact.js";
+export { estimatePromptTokens, tokensFromClasses, UNBILLED_KEYS } from "./estimate.js";
+export { promptBound, worstCase } from "./exposure.js";
+export { fingerprint, normArgs } from "./fingerprint.js";
+export { type Budget, costOf, newBudget, remaining, reserve, settle, type Usage } from "./ledger.js";
 export {
   type Activity,
   type Budget4,
   type Listener,
+  type ListenOptions,
   Meter,
   type MeterOptions,
   type ModelUsage,
@@ -39,6 +38,7 @@ export {
   priceTableHash,
 } from "./prices.js";
 export type { Receipt, ReceiptSink } from "./receipt.js";
+export { CLAMPED_FIELDS, DROPPED_FIELDS } from "./request.js";
 export { DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
 
 import { Meter, type MeterOptions } from "./meter.js";

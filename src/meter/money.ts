@@ -59,3 +59,7 @@ function decimalToScaled(x: number, scale: number, round: boolean): bigint {
   }
   return Number(rest[0]) >= 5 ? kept + 1n : kept;
 }
+
+export function minPico(a: Pico, b: Pico): Pico {
+  return a < b ? a : b;
+}

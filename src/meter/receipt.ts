@@ -40,9 +40,18 @@ export interface Receipt {
   finish_reason: string | null;
   /** The stream ended without its usage / [DONE] (cut upstream or client gone). */
   truncated: boolean;
-  /** Tokens were estimated because the provider reported no usage. */
+  /** The cost is not the provider's usage: the call was lost (cut, timed out, aborted) and booked at its reservation. */
   usage_estimated: boolean;
   error_code: string | null;
+  /** Upstream's row fields (meter.json), when the receipt was made by this meter (not read back from SQLite). */
+  /** Unix seconds (3 decimals) when the call was forwarded, or refused. */
+  ts?: number;
+  /** Upstream's `err`: the provider's error text (300 characters), "cap", "no-usage", or the meter's code. */
+  err?: string | null;
+  /** Request ids of the attempts the meter retried. */
+  retry_rids?: string[];
+  /** Characters of the stripped answer text (present when the call was answered with a 200). */
+  content_len?: number;
 }
 
 /** Where receipts are persisted (the SQLite repository). Called with batches, synchronously. */

@@ -1,70 +1,254 @@
 /**
- * The boundary of a chat request: the fields the meter reads or rewrites, defined by a zod schema.
- * Every other field passes through to the provider untouched (the provider validates those).
- *
- * `parseChatKnobs` tries a hand-written check first and falls back to zod: the check accepts exactly
- * what the schema accepts (property-tested in test/unit/meter-request.test.ts), so zod stays the
- * definition and its messages are what a caller sees, while a well-formed request does not pay for
- * zod's generic machinery on every call.
+ * The boundary of a chat request. The body's bytes go through scan.ts, which accepts exactly what
+ * Python's `json.loads` accepts (so a request upstream's meter takes is taken here); the knobs the
+ * meter reads are then interpreted as upstream's meter interprets them:
+ *  - `model`: must be a string on the allowlist;
+ *  - `stream`: Python truthiness (`bool(body.get("stream"))`);
+ *  - the completion length: `max_tokens or max_completion_tokens or 8192`, through Python's `int()`
+ *    (a string of digits counts, anything it cannot convert means 8192);
+ *  - `stream_options` (stream only): an object or absent, `include_usage` forced on.
+ * Every other field is forwarded byte for byte, except the few that could make the provider bill
+ * more than the reservation assumes (DROPPED_FIELDS, CLAMPED_FIELDS; README "Fields the meter
+ * rewrites"). zod checks the shape of the knob objects the meter rewrites.
  */
 import { z } from "zod";
+import { type PyValue, pyJsonParse } from "../pack/index.js";
+import { DEFAULT_MAX_TOKENS } from "./admission.js";
+import {
+  billedClassesOf,
+  type CharClasses,
+  tokensFromClasses,
+  UNBILLED_KEYS,
+  zeroClasses,
+} from "./estimate.js";
+import { promptBound } from "./exposure.js";
+import { type Member, ScanError, scanBody } from "./scan.js";
 
-const tokens = z.number().int().positive().max(100_000_000);
+/** Fields never forwarded: they make a provider generate (and bill) more than one completion of max_tokens. */
+export const DROPPED_FIELDS: ReadonlySet<string> = new Set([
+  "best_of",
+  "use_beam_search",
+  "beam_width",
+  "num_beams",
+  "thinking_budget",
+  "max_thinking_tokens",
+  "max_reasoning_tokens",
+]);
+/** Fields forwarded with their token budgets clamped to the forwarded max_tokens. */
+export const CLAMPED_FIELDS: ReadonlySet<string> = new Set(["min_tokens", "reasoning", "thinking"]);
 
-export const chatKnobsSchema = z.object({
-  model: z.string().min(1).max(200),
-  messages: z.custom<unknown[]>((v) => Array.isArray(v), { message: "expected an array" }),
-  stream: z.boolean().nullish(),
-  stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
-  max_tokens: tokens.nullish(),
-  max_completion_tokens: tokens.nullish(),
-  n: z.number().int().min(1).max(128).nullish(),
+const REWRITTEN: ReadonlySet<string> = new Set(["max_tokens", "max_completion_tokens"]);
+
+export class InvalidRequest extends Error {}
+
+const streamOptionsSchema = z.looseObject({}).nullish();
+const budgetObjectSchema = z.looseObject({
+  max_tokens: z.unknown().optional(),
+  budget_tokens: z.unknown().optional(),
 });
 
-export type ChatKnobs = z.infer<typeof chatKnobsSchema>;
-
-export type KnobsResult = { ok: true; knobs: ChatKnobs } | { ok: false; message: string };
-
-const isNullish = (v: unknown): v is null | undefined => v === null || v === undefined;
-const optInt = (v: unknown, min: number, max: number) =>
-  isNullish(v) || (typeof v === "number" && Number.isInteger(v) && v >= min && v <= max);
-const optBool = (v: unknown) => isNullish(v) || typeof v === "boolean";
-
-/** The fast check: true only for input the schema accepts. */
-export function knobsLookValid(b: Record<string, unknown>): boolean {
-  const m = b.model;
-  const so = b.stream_options;
-  return (
-    typeof m === "string" &&
-    m.length >= 1 &&
-    m.length <= 200 &&
-    Array.isArray(b.messages) &&
-    optBool(b.stream) &&
-    (isNullish(so) ||
-      (typeof so === "object" &&
-        !Array.isArray(so) &&
-        optBool((so as Record<string, unknown>).include_usage))) &&
-    optInt(b.max_tokens, 1, 100_000_000) &&
-    optInt(b.max_completion_tokens, 1, 100_000_000) &&
-    optInt(b.n, 1, 128)
-  );
+/** A parsed chat request: what the meter needs to decide, and the bytes to forward. */
+export interface ChatRequest {
+  raw: Buffer;
+  /** The last occurrence of each top-level key, in order of first appearance. */
+  members: Member[];
+  model: unknown;
+  stream: boolean;
+  streamOptions: Record<string, unknown> | null;
+  /** Upstream's `want`: the completion length asked for, through Python's int(). */
+  want: number;
+  /** Completions asked for (`n`, when it is a positive integer), for the worst case. */
+  n: number;
+  classes: CharClasses;
+  promptEstimate: number;
+  /** A true upper bound of the prompt tokens (exposure.ts). */
+  promptBound: number;
 }
 
-/** The knobs of a parsed JSON body (an object). */
-export function parseChatKnobs(b: Record<string, unknown>): KnobsResult {
-  if (knobsLookValid(b)) {
-    const knobs: ChatKnobs = { model: b.model as string, messages: b.messages as unknown[] };
-    if (b.stream !== undefined) knobs.stream = b.stream as boolean | null;
-    if (b.stream_options !== undefined)
-      knobs.stream_options = b.stream_options as ChatKnobs["stream_options"];
-    if (b.max_tokens !== undefined) knobs.max_tokens = b.max_tokens as number | null;
-    if (b.max_completion_tokens !== undefined)
-      knobs.max_completion_tokens = b.max_completion_tokens as number | null;
-    if (b.n !== undefined) knobs.n = b.n as number | null;
-    return { ok: true, knobs };
+/** Python's truthiness of a JSON value. */
+export function pyTruthy(v: unknown): boolean {
+  if (v === null || v === undefined || v === false || v === "" || v === 0) return false;
+  if (Array.isArray(v)) return v.length > 0;
+  if (typeof v === "object") return Object.keys(v as object).length > 0;
+  return true; // NaN is truthy in Python
+}
+
+/** Python's str.strip() whitespace. */
+const PY_WS = /^[\s\x1c-\x1f\x85]+|[\s\x1c-\x1f\x85]+$/gu;
+const PY_INT = /^[+-]?\p{Nd}(?:_?\p{Nd})*$/u;
+const ND = /\p{Nd}/u;
+
+/** The value of a decimal digit (any script): its offset in its run of ten. */
+function digitValue(cp: number): number {
+  if (cp >= 0x30 && cp <= 0x39) return cp - 0x30;
+  let start = cp;
+  while (start > 0 && ND.test(String.fromCodePoint(start - 1))) start--;
+  return (cp - start) % 10;
+}
+
+/** Python's `int(v)`: a number, or "value_error" (TypeError/ValueError), or "overflow" (int(inf)). */
+export function pyInt(v: unknown): number | "value_error" | "overflow" {
+  if (typeof v === "boolean") return v ? 1 : 0;
+  if (typeof v === "number") {
+    if (Number.isNaN(v)) return "value_error";
+    if (!Number.isFinite(v)) return "overflow";
+    return Math.trunc(v);
   }
-  const r = chatKnobsSchema.safeParse(b);
-  if (r.success) return { ok: true, knobs: r.data };
-  const first = r.error.issues[0];
-  return { ok: false, message: `${first?.path.join(".") || "body"}: ${first?.message ?? "invalid"}` };
+  if (typeof v === "string") {
+    const s = v.replace(PY_WS, "");
+    if (!PY_INT.test(s)) return "value_error";
+    let n = 0;
+    for (const ch of s) {
+      if (ch === "+" || ch === "-" || ch === "_") continue;
+      n = n * 10 + digitValue(ch.codePointAt(0)!);
+    }
+    return s.startsWith("-") ? -n : n;
+  }
+  return "value_error";
+}
+
+function toJs(v: PyValue): unknown {
+  if (v === null || typeof v === "boolean" || typeof v === "string") return v;
+  if (typeof v === "bigint") return Number(v);
+  if (Array.isArray(v)) return v.map(toJs);
+  if (v instanceof Map) return Object.fromEntries([...v].map(([k, x]) => [k, toJs(x)]));
+  return v.value;
+}
+
+/** A member's value as JS (NaN/Infinity, which JSON.parse refuses, through the Python parser). */
+function memberValue(raw: Buffer, m: Member): unknown {
+  const text = raw.toString("utf8", m.valueStart, m.end);
+  try {
+    return JSON.parse(text);
+  } catch {
+    return toJs(pyJsonParse(text));
+  }
+}
+
+/** Parse a chat request body. Throws InvalidRequest for what upstream's meter could not take. */
+export function parseChatRequest(raw: Buffer): ChatRequest {
+  let scan: ReturnType<typeof scanBody>;
+  try {
+    scan = scanBody(raw, (k) => !UNBILLED_KEYS.has(k));
+  } catch (err) {
+    if (err instanceof ScanError) throw new InvalidRequest(`body: ${err.message}`);
+    throw err;
+  }
+  // A repeated top-level key: the last value counts (as in a Python dict), in the first one's place.
+  const last = new Map<string, Member>();
+  for (const m of scan.members) last.set(m.key, m);
+  const members = [...last.values()];
+  const knob = (k: string) => {
+    const m = last.get(k);
+    return m === undefined ? undefined : memberValue(raw, m);
+  };
+
+  const stream = pyTruthy(knob("stream"));
+  let streamOptions: Record<string, unknown> | null = null;
+  if (stream) {
+    const so = streamOptionsSchema.safeParse(knob("stream_options"));
+    if (!so.success) throw new InvalidRequest("stream_options: expected an object");
+    streamOptions = so.data ?? null;
+  }
+  const mt = knob("max_tokens");
+  const mct = knob("max_completion_tokens");
+  const asked = pyTruthy(mt) ? mt : pyTruthy(mct) ? mct : DEFAULT_MAX_TOKENS;
+  const wantInt = pyInt(asked);
+  if (wantInt === "overflow") throw new InvalidRequest("max_tokens: cannot convert infinity to an integer");
+  const want = wantInt === "value_error" ? DEFAULT_MAX_TOKENS : wantInt;
+  const nInt = pyInt(knob("n"));
+  const n = typeof nInt === "number" && nInt >= 1 ? nInt : 1;
+
+  let classes: CharClasses;
+  if (scan.exact) {
+    classes = zeroClasses();
+    classes.dense += 2; // { }
+    classes.bytes += 2;
+    let billed = 0;
+    for (const m of members) {
+      if (UNBILLED_KEYS.has(m.key)) continue;
+      if (billed++ > 0) {
+        classes.dense++; // ,
+        classes.bytes++;
+      }
+      classes.plain += m.classes.plain;
+      classes.dense += m.classes.dense;
+      classes.nonAscii += m.classes.nonAscii;
+      classes.bytes += m.classes.bytes;
+    }
+  } else {
+    classes = billedClassesOf(raw);
+  }
+  const messages = last.get("messages")?.elements ?? -1;
+  const tools = last.get("tools")?.classes.bytes ?? 0;
+  return {
+    raw,
+    members,
+    model: knob("model"),
+    stream,
+    streamOptions,
+    want,
+    n,
+    classes,
+    promptEstimate: tokensFromClasses(classes),
+    promptBound: promptBound(classes.bytes, tools, messages),
+  };
+}
+
+/** An integer as JSON (exact for the huge ones Python would print in full). */
+const intJson = (x: number) => (Number.isSafeInteger(x) ? String(x) : BigInt(x).toString());
+
+/** A budget clamped to max_tokens, when it is a number above it. */
+function clampBudget(v: unknown, maxTokens: number): unknown {
+  return typeof v === "number" && v > maxTokens ? maxTokens : v;
+}
+
+/**
+ * The bytes to forward: `max_tokens` set to what the meter granted (max_completion_tokens dropped),
+ * `stream_options.include_usage` forced for a stream, the fields of DROPPED_FIELDS left out, budgets
+ * of CLAMPED_FIELDS clamped; every other member byte for byte as the client wrote it.
+ */
+export function forwardBody(req: ChatRequest, maxTokens: number): Buffer {
+  const raw = req.raw;
+  let head = `{"max_tokens":${intJson(maxTokens)}`;
+  if (req.stream)
+    head += `,"stream_options":${JSON.stringify({ ...req.streamOptions, include_usage: true })}`;
+  // Member spans [start − 1, end): the byte before each (a '{', ',' or space) becomes its comma.
+  const spans: number[] = [];
+  let size = 0;
+  for (const m of req.members) {
+    const k = m.key;
+    if (REWRITTEN.has(k) || DROPPED_FIELDS.has(k) || (req.stream && k === "stream_options")) continue;
+    if (CLAMPED_FIELDS.has(k)) {
+      const v = memberValue(raw, m);
+      let out: unknown = v;
+      if (k === "min_tokens") out = clampBudget(v, maxTokens);
+      else {
+        const o = budgetObjectSchema.safeParse(v);
+        if (o.success) {
+          out = { ...o.data };
+          const obj = out as Record<string, unknown>;
+          if ("max_tokens" in obj) obj.max_tokens = clampBudget(obj.max_tokens, maxTokens);
+          if ("budget_tokens" in obj) obj.budget_tokens = clampBudget(obj.budget_tokens, maxTokens);
+        }
+      }
+      if (out !== v) {
+        head += `,${JSON.stringify(k)}:${JSON.stringify(out)}`;
+        continue;
+      }
+    }
+    spans.push(m.start - 1, m.end);
+    size += m.end - m.start + 1;
+  }
+  const headLen = Buffer.byteLength(head);
+  const out = Buffer.allocUnsafe(headLen + size + 1);
+  out.write(head, 0, headLen, "utf8");
+  let at = headLen;
+  for (let k = 0; k < spans.length; k += 2) {
+    raw.copy(out, at, spans[k]!, spans[k + 1]!);
+    out[at] = 0x2c;
+    at += spans[k + 1]! - spans[k]!;
+  }
+  out[at] = 0x7d;
+  return out;
 }

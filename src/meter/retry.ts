@@ -1,46 +1,40 @@
-/** Bounded retries of upstream 429/503 (and connect failures), honouring Retry-After. Pure. */
+/**
+ * Upstream's retries (`trajectoryrl/policy/meter.py`), pure. One counter per call, shared by both
+ * kinds: a 429 or 503 status is retried while fewer than 6 retries were made, waiting 1.5 s × the
+ * retry's number; a stream whose first chunk carries `"error"` or `concurrency` (in its first 400
+ * bytes) is retried while fewer than 8 were made, waiting 2 s × the retry's number. Retry-After is
+ * not read (upstream does not), and a connection that fails is not retried.
+ */
 
 export interface RetryPolicy {
-  /** Retries after the first attempt. */
-  maxRetries: number;
-  /** First backoff when the upstream gives no Retry-After; doubles per retry. */
-  baseDelayMs: number;
-  /** Ceiling of a computed backoff. */
-  maxDelayMs: number;
-  /** A Retry-After longer than this is not waited for: the error goes to the caller instead. */
-  maxRetryAfterMs: number;
+  /** A 429/503 is retried while retries < this. */
+  statusRetries: number;
+  /** An error as the first stream chunk is retried while retries < this. */
+  streamRetries: number;
+  /** Wait before status retry k (1-based): k × this. */
+  statusStepMs: number;
+  /** Wait before first-chunk retry k (1-based): k × this. */
+  streamStepMs: number;
 }
 
 export const DEFAULT_RETRY: RetryPolicy = {
-  maxRetries: 4,
-  baseDelayMs: 500,
-  maxDelayMs: 8_000,
-  maxRetryAfterMs: 30_000,
+  statusRetries: 6,
+  streamRetries: 8,
+  statusStepMs: 1_500,
+  streamStepMs: 2_000,
 };
 
-/** Retry-After as milliseconds (delta-seconds or an HTTP date); undefined when absent or unreadable. */
-export function parseRetryAfter(value: string | undefined, nowMs: number): number | undefined {
-  if (value === undefined) return undefined;
-  const v = value.trim();
-  if (v === "") return undefined;
-  if (/^\d+(\.\d+)?$/.test(v)) return Math.round(Number(v) * 1000);
-  const at = Date.parse(v);
-  if (Number.isNaN(at)) return undefined;
-  return Math.max(0, at - nowMs);
+export type RetryKind = "status" | "stream";
+
+/** The wait before the next retry, given the retries made so far; null when no retry is left. */
+export function retryDelayMs(policy: RetryPolicy, kind: RetryKind, retriesSoFar: number): number | null {
+  const max = kind === "status" ? policy.statusRetries : policy.streamRetries;
+  if (retriesSoFar >= max) return null;
+  return (retriesSoFar + 1) * (kind === "status" ? policy.statusStepMs : policy.streamStepMs);
 }
 
-/**
- * The wait before retry number `retry` (0-based), or null to stop retrying. `jitter` in [0, 1)
- * spreads computed backoffs over their upper half so parallel calls do not retry in lockstep.
- */
-export function retryDelayMs(
-  policy: RetryPolicy,
-  retry: number,
-  retryAfterMs: number | undefined,
-  jitter: number,
-): number | null {
-  if (retry >= policy.maxRetries) return null;
-  if (retryAfterMs !== undefined) return retryAfterMs > policy.maxRetryAfterMs ? null : retryAfterMs;
-  const exp = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** retry);
-  return Math.round(exp * (0.5 + 0.5 * jitter));
+/** Upstream's test of a stream's first chunk: `"error"` or `concurrency` in its first 400 bytes. */
+export function firstChunkRetryable(chunk: Buffer): boolean {
+  const head = chunk.length > 400 ? chunk.subarray(0, 400) : chunk;
+  return head.indexOf('"error"') >= 0 || head.indexOf("concurrency") >= 0;
 }

@@ -64,7 +64,7 @@ export class Upstream {
   }
 
   /** `signal`: an AbortSignal, or an EventEmitter with `aborted` that emits "abort" (undici accepts both). */
-  chatCompletions(body: string, signal: AbortSignal | EventEmitter): Promise<UpstreamResponse> {
+  chatCompletions(body: Buffer | string, signal: AbortSignal | EventEmitter): Promise<UpstreamResponse> {
     return this.pool.request({ path: this.path, method: "POST", headers: this.headers, body, signal });
   }
 

@@ -52,6 +52,9 @@ export interface TestUpstream {
   url: string;
   port: number;
   hits: number;
+  /** Chat requests being answered right now, and the most at once. */
+  inflight: number;
+  maxInflight: number;
   /** TCP connections accepted (keep-alive keeps this low). */
   connections: number;
   received: Received[];
@@ -84,6 +87,8 @@ export async function startTestUpstream(opts: TestUpstreamOptions = {}): Promise
     url: "",
     port: 0,
     hits: 0,
+    inflight: 0,
+    maxInflight: 0,
     connections: 0,
     received: [],
     sent: [],
@@ -102,6 +107,9 @@ export async function startTestUpstream(opts: TestUpstreamOptions = {}): Promise
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     state.hits++;
+    state.inflight++;
+    state.maxInflight = Math.max(state.maxInflight, state.inflight);
+    res.once("close", () => state.inflight--);
     const id = ++seq;
     const raw = Buffer.concat(chunks).toString("utf8");
     const body = JSON.parse(raw) as Record<string, unknown>;

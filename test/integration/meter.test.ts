@@ -8,6 +8,7 @@ import { join } from "node:path";
 import OpenAI from "openai";
 import { Agent, request } from "undici";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { floatPrices, pyFixed6 } from "../../src/meter/admission.js";
 import { estimatePromptTokens } from "../../src/meter/estimate.js";
 import {
   type Listener,
@@ -15,6 +16,7 @@ import {
   loadPriceTable,
   Meter,
   type MeterOptions,
+  meterArtifact,
   type Receipt,
 } from "../../src/meter/index.js";
 import { openDb, ReceiptRepo } from "../../src/store/index.js";
@@ -27,6 +29,7 @@ const OPERATOR_KEY = "sk-operator-secret";
 const P = 1_950_000n;
 const C = 9_750_000n;
 const CR = 195_000n;
+const KIMI_F = floatPrices(loadPriceTable()).get("kimi-k3")!;
 
 const dispatcher = new Agent({ connections: 200 });
 
@@ -47,7 +50,7 @@ async function harness(extra: Partial<MeterOptions> = {}, upKey: string = OPERAT
     allowlist,
     prices,
     receipts: new ReceiptRepo(openDb(dbPath)),
-    retry: { baseDelayMs: 5, maxDelayMs: 20, maxRetries: 3 },
+    retry: { statusStepMs: 5, streamStepMs: 5 },
     receiptFlushMs: 10,
     upstreamTimeoutMs: 5_000,
     ...extra,
@@ -98,14 +101,6 @@ async function get(base: string, path: string, token: string | null) {
 }
 
 const msgs = (text = "hello") => [{ role: "user", content: text }];
-const remainingHeader = (h: Record<string, unknown>) => Number(h["x-trajrl-budget-remaining-usd"]);
-
-/** Drop the usage-only event (choices: []) from an SSE byte stream. */
-function withoutUsageEvent(bytes: Buffer, nl = "\n"): Buffer {
-  const sep = `${nl}${nl}`;
-  const parts = bytes.toString("utf8").split(sep);
-  return Buffer.from(parts.filter((p) => !(p.includes('"choices":[]') && p.includes('"usage"'))).join(sep));
-}
 
 let h: Harness;
 afterEach(async () => {
@@ -161,21 +156,32 @@ describe("meter: routes, auth and allowlist", () => {
     expect(h.meter.summary(tokens[299]!).calls).toBe(0);
   });
 
-  it("refuses a model outside the allowlist with 400 type allowlist and no upstream call", async () => {
+  it("refuses a model outside the allowlist with 400 type allowlist, no upstream call and no row (a counter), as upstream", async () => {
     const token = h.meter.mint("ep-allow", 0.3);
     const r = await post(h.base, token, { model: "gpt-4o", messages: msgs() });
     expect(r.status).toBe(400);
     expect(r.json().error).toMatchObject({ type: "allowlist", code: "model_not_allowed" });
     expect(r.headers["x-trajrl-budget-remaining-usd"]).toBe("0.300000");
+    expect((await postRaw(h.base, token, '{"model": "kimi-k3", "messages": [')).status).toBe(400);
+    expect(h.up.hits).toBe(0);
+    // A max_tokens upstream's int() cannot read is forwarded (the provider decides), as upstream does.
+    h.up.faults.push({
+      kind: "status",
+      status: 400,
+      body: '{"error":{"message":"max_tokens must be positive"}}',
+    });
     const bad = await post(h.base, token, { model: "kimi-k3", messages: msgs(), max_tokens: -3 });
     expect(bad.status).toBe(400);
-    expect(bad.json().error.type).toBe("invalid_request_error");
-    expect(h.up.hits).toBe(0);
+    expect(h.up.received[0]!.body.max_tokens).toBe(-3);
     const s = h.meter.summary(token);
-    expect(s).toMatchObject({ refused_model: 1, calls: 0, errors: 1, cost_usd: 0 });
-    expect(h.meter.receiptsFor("ep-allow").map((r) => [r.status, r.error_code])).toEqual([
-      [400, "model_not_allowed"],
-      [400, "invalid_request"],
+    expect(s).toMatchObject({
+      refused_model: 1,
+      calls: 1,
+      cost_usd: 0,
+      refused: { model: 1, invalid_request: 1 },
+    });
+    expect(h.meter.receiptsFor("ep-allow").map((x) => [x.status, x.err])).toEqual([
+      [400, '{"error":{"message":"max_tokens must be positive"}}'],
     ]);
   });
 });
@@ -197,9 +203,9 @@ describe("meter: reservation, clamp, cap", () => {
 
     // default test usage: 50 prompt (10 cached), 10 completion
     const cost = 40n * P + 10n * CR + 10n * C;
-    expect(remainingHeader(r.headers)).toBe(
-      Number(((300_000_000_000n - cost) / 1_000_000n).toString()) / 1e6,
-    );
+    // Non-stream: the header after the call, cap − spent, as upstream computes and formats it.
+    const usdF = 40 * KIMI_F.prompt + 10 * KIMI_F.cacheRead + 10 * KIMI_F.completion;
+    expect(r.headers["x-trajrl-budget-remaining-usd"]).toBe(pyFixed6(0.3 - usdF));
     const [rec] = h.meter.receiptsFor("ep-basic") as [Receipt];
     expect(rec).toMatchObject({
       seq: 1,
@@ -222,15 +228,42 @@ describe("meter: reservation, clamp, cap", () => {
     });
     expect(rec.content_sha).toMatch(/^[0-9a-f]{16}$/);
     expect(BigInt(rec.reserved_pico)).toBe(BigInt(estimatePromptTokens(body)) * P + 300n * C);
+    // The row as upstream writes it.
+    const [row] = meterArtifact({
+      episodeId: "ep-basic",
+      priceTableHash: "h",
+      summary: null,
+      receipts: [rec],
+    }).rows;
+    expect(row).toMatchObject({
+      model: "kimi-k3",
+      status: 200,
+      stream: false,
+      prompt: 50,
+      cached: 10,
+      completion: 10,
+      finish: "stop",
+      err: null,
+      retries: 0,
+      max_tokens: 300,
+      clamped: false,
+      rid: "req-1",
+      retry_rids: [],
+      content_len: "Hello from the test upstream.".length,
+      tool_n: 0,
+      tool_sha: null,
+    });
+    expect(row!.content_sha).toBe(rec.content_sha);
     expect(rec.ttfb_ms).toBeGreaterThan(0);
 
     const budget = await get(h.base, "/budget", token);
     expect(budget.json).toEqual({
       cap_usd: 0.3,
-      spent_usd: Number(cost) / 1e12,
+      spent_usd: Number(pyFixed6(usdF)),
       reserved_usd: 0,
-      remaining_usd: Number(300_000_000_000n - cost) / 1e12,
+      remaining_usd: Number(pyFixed6(0.3 - usdF)),
     });
+    expect(Number(cost) / 1e12).toBeCloseTo(usdF, 15);
     const act = h.meter.lastActivity(token);
     expect(act.calls).toBe(1);
     expect(act.lastCompletedAt).toBeGreaterThan(act.startedAt);
@@ -253,9 +286,11 @@ describe("meter: reservation, clamp, cap", () => {
     expect(h.up.received[0]!.raw).toBe(
       '{"max_tokens":100,"model": "kimi-k3","messages": [{"role": "user", "content": "caf\\u00e9 \\u65e5\\u672c"}],"temperature": 0.5}',
     );
-    const compact = JSON.parse(text) as Record<string, unknown>;
     expect(BigInt(h.meter.receiptsFor("ep-raw")[0]!.reserved_pico)).toBe(
-      BigInt(estimatePromptTokens(compact)) * P + 100n * C,
+      BigInt(estimatePromptTokens(text)) * P + 100n * C,
+    );
+    expect(estimatePromptTokens(text)).toBe(
+      estimatePromptTokens(JSON.parse(text) as Record<string, unknown>),
     );
     // A repeated top-level key: the provider must see the same model the meter priced.
     await postRaw(h.base, token, '{"model":"glm-5.2","messages":[],"model":"kimi-k3"}');
@@ -281,23 +316,47 @@ describe("meter: reservation, clamp, cap", () => {
     expect(refused.json().error).toMatchObject({ type: "cap", code: "cap_exceeded" });
     expect(refused.headers["x-trajrl-budget-remaining-usd"]).toBeDefined();
     expect(h.up.hits).toBe(1);
-    expect(h.meter.summary(tiny)).toMatchObject({ refused_cap: 1, calls: 0, cost_usd: 0 });
+    expect(h.meter.summary(tiny)).toMatchObject({
+      refused_cap: 1,
+      calls: 0,
+      cost_usd: 0,
+      refused: { cap: 1 },
+    });
+    const rows = meterArtifact({
+      episodeId: "ep-402",
+      priceTableHash: "h",
+      summary: null,
+      receipts: h.meter.receiptsFor("ep-402"),
+    }).rows;
+    expect(rows).toHaveLength(1);
+    expect(Object.keys(rows[0]!).sort()).toEqual(["err", "model", "status", "ts", "usd"]);
+    expect(rows[0]).toMatchObject({ model: "kimi-k3", status: 402, usd: 0, err: "cap" });
   });
 
-  it("a call that bills more than its reservation books overshoot and closes the episode", async () => {
+  it("a call that bills more than its reservation books overshoot; the episode goes on while room remains (upstream)", async () => {
     const token = h.meter.mint("ep-over", 0.3);
-    h.up.answer = { content: "big", usage: { prompt_tokens: 100_000, completion_tokens: 5 } };
+    h.up.answer = { content: "big", usage: { prompt_tokens: 10_000, completion_tokens: 5 } };
     const r = await post(h.base, token, { model: "kimi-k3", messages: msgs(), max_tokens: 100 });
     expect(r.status).toBe(200);
     const s = h.meter.summary(token);
-    expect(s.closed_by_overshoot).toBe(true);
     expect(s.overshoot_usd).toBeGreaterThan(0);
-    expect(s.cost_usd).toBeCloseTo((100_000 * 1.95 + 5 * 9.75) / 1e6, 12);
-    expect(s.cost_usd).toBeLessThanOrEqual(0.3 + s.overshoot_usd);
+    expect(s.cost_usd).toBeCloseTo((10_000 * 1.95 + 5 * 9.75) / 1e6, 12);
     const next = await post(h.base, token, { model: "kimi-k3", messages: msgs(), max_tokens: 100 });
-    expect(next.status).toBe(402);
-    expect(next.json().error).toMatchObject({ type: "cap", code: "episode_closed_overshoot" });
-    expect(h.up.hits).toBe(1);
+    expect(next.status).toBe(200);
+    // Once spent passes the cap, every call is refused (upstream's rule: the room is negative).
+    h.up.answer = { content: "huge", usage: { prompt_tokens: 200_000, completion_tokens: 5 } };
+    expect((await post(h.base, token, { model: "kimi-k3", messages: msgs(), max_tokens: 100 })).status).toBe(
+      200,
+    );
+    const after = await post(h.base, token, {
+      model: "deepseek-v4.1-flash",
+      messages: msgs(),
+      max_tokens: 64,
+    });
+    expect(after.status).toBe(402);
+    expect(after.json().error).toMatchObject({ type: "cap", code: "cap_exceeded" });
+    expect(after.headers["x-trajrl-budget-remaining-usd"]).toBe("0.000000");
+    expect(h.up.hits).toBe(3);
   });
 
   it("100 concurrent calls near the cap never spend more than the cap", async () => {
@@ -325,6 +384,7 @@ describe("meter: reservation, clamp, cap", () => {
     expect(s.overshoot_usd).toBe(0);
     expect(s.reserved_usd).toBe(0);
     expect(s.cost_usd).toBeLessThanOrEqual(capUsd);
+    expect(s.refused.cap).toBe(refused);
     expect(s.clamped).toBeGreaterThan(0);
     const receipts = h.meter.receiptsFor("ep-100");
     expect(receipts).toHaveLength(100);
@@ -340,7 +400,7 @@ describe("meter: streaming", () => {
     h = await harness();
   });
 
-  it("passes the stream through byte-identical apart from the injected usage chunk", async () => {
+  it("passes the stream through byte-identical, the usage chunk it asked for included (as upstream's meter does)", async () => {
     const token = h.meter.mint("ep-stream", 0.3);
     h.up.answer = { content: "one two three four", comments: true };
     const r = await post(h.base, token, {
@@ -354,8 +414,7 @@ describe("meter: streaming", () => {
     expect(h.up.received[0]!.body.stream_options).toEqual({ include_usage: true });
     const upstreamBytes = h.up.sent[0]!;
     expect(upstreamBytes.toString()).toContain('"choices":[]');
-    expect(r.bytes.equals(withoutUsageEvent(upstreamBytes))).toBe(true);
-    expect(r.bytes.toString()).not.toContain('"usage"');
+    expect(r.bytes.equals(upstreamBytes)).toBe(true);
     const [rec] = h.meter.receiptsFor("ep-stream") as [Receipt];
     expect(rec).toMatchObject({
       stream: true,
@@ -364,12 +423,13 @@ describe("meter: streaming", () => {
       truncated: false,
       error_code: null,
     });
-    expect(rec.request_id).toBe("req-1");
+    // A stream's request id is its finish chunk's x_engy.request_id (upstream's order), else the header.
+    expect(rec.request_id).toBe("engy-1");
   });
 
-  it("a stream that arrives in one chunk is stripped of its usage chunk and still read whole, in order", async () => {
-    // A fast provider: every event and the usage chunk the meter strips reach it in one read. The
-    // client gets the events before the meter has parsed them; the answer it records is the same.
+  it("a stream that arrives in one chunk is passed on whole and still read whole, in order", async () => {
+    // A fast provider: every event and the usage chunk reach the meter in one read. The client gets
+    // the events before the meter has parsed them; the answer it records is the same.
     const token = h.meter.mint("ep-one-chunk", 0.3);
     h.up.answer = { content: "one two three four", oneWrite: true };
     const r = await post(h.base, token, {
@@ -379,8 +439,7 @@ describe("meter: streaming", () => {
       max_tokens: 50,
     });
     expect(r.status).toBe(200);
-    expect(r.bytes.equals(withoutUsageEvent(h.up.sent[0]!))).toBe(true);
-    expect(r.bytes.toString()).not.toContain('"usage"');
+    expect(r.bytes.equals(h.up.sent[0]!)).toBe(true);
     await post(h.base, token, { model: "glm-5.3-flash", messages: msgs(), max_tokens: 50 });
     const [streamed, plain] = h.meter.receiptsFor("ep-one-chunk") as [Receipt, Receipt];
     expect(streamed).toMatchObject({
@@ -402,11 +461,11 @@ describe("meter: streaming", () => {
     expect(h.up.connections).toBe(1);
   });
 
-  it("CRLF streams, and clients that asked for usage get every byte", async () => {
+  it("CRLF streams, and clients that asked for usage or not, get every byte", async () => {
     const token = h.meter.mint("ep-crlf", 0.3);
     h.up.answer = { content: "alpha beta", crlf: true, comments: true };
     const stripped = await post(h.base, token, { model: "glm-5.3-flash", messages: msgs(), stream: true });
-    expect(stripped.bytes.equals(withoutUsageEvent(h.up.sent[0]!, "\r\n"))).toBe(true);
+    expect(stripped.bytes.equals(h.up.sent[0]!)).toBe(true);
     const asked = await post(h.base, token, {
       model: "glm-5.3-flash",
       messages: msgs(),
@@ -433,14 +492,14 @@ describe("meter: streaming", () => {
     expect(a.finish_reason).toBe("tool_calls");
   });
 
-  it("a cut stream is passed on as a cut, settled on what is known and marked truncated", async () => {
+  it("a cut stream is passed on as a cut and booked at its reservation (what the provider billed is not known)", async () => {
     const token = h.meter.mint("ep-cut", 0.3);
     h.up.answer = { content: "a b c d e f g" };
     h.up.faults.push({ kind: "cut", afterEvents: 4 });
     await expect(
       post(h.base, token, { model: "kimi-k3", messages: msgs(), stream: true, max_tokens: 100 }),
     ).rejects.toThrow();
-    await new Promise((r) => setTimeout(r, 50));
+    await waitFor(() => h.meter.receiptsFor("ep-cut").length === 1);
     const [rec] = h.meter.receiptsFor("ep-cut") as [Receipt];
     expect(rec).toMatchObject({
       status: 200,
@@ -448,15 +507,13 @@ describe("meter: streaming", () => {
       usage_estimated: true,
       error_code: "upstream_cut",
     });
-    expect(BigInt(rec.usd_pico) > 0n).toBe(true);
-    expect(BigInt(rec.usd_pico) <= BigInt(rec.reserved_pico)).toBe(true);
+    expect(rec.usd_pico).toBe(rec.reserved_pico);
     const s = h.meter.summary(token);
     expect(s.reserved_usd).toBe(0);
     expect(s.errors).toBe(1);
-    expect(s.closed_by_overshoot).toBe(false);
   });
 
-  it("a mid-stream error object passes through and is recorded; a stream without usage is estimated", async () => {
+  it("a mid-stream error object passes through; a 200 without usage is billed $0 and recorded no-usage (upstream)", async () => {
     const token = h.meter.mint("ep-mid", 0.3);
     h.up.answer = { content: "a b c d" };
     h.up.faults.push({ kind: "mid_error", afterEvents: 3 });
@@ -466,9 +523,15 @@ describe("meter: streaming", () => {
     h.up.faults.push({ kind: "no_usage" });
     const r2 = await post(h.base, token, { model: "kimi-k3", messages: msgs(), stream: true });
     expect(r2.bytes.equals(h.up.sent[1]!)).toBe(true);
-    const [a, b] = h.meter.receiptsFor("ep-mid") as [Receipt, Receipt];
-    expect(a).toMatchObject({ error_code: "upstream_stream_error", truncated: true, usage_estimated: true });
-    expect(b).toMatchObject({ error_code: "no_usage", truncated: false, usage_estimated: true });
+    h.up.faults.push({ kind: "no_usage" });
+    const r3 = await post(h.base, token, { model: "kimi-k3", messages: msgs() });
+    expect(r3.status).toBe(200);
+    const [a, b, c] = h.meter.receiptsFor("ep-mid") as [Receipt, Receipt, Receipt];
+    expect(a).toMatchObject({ error_code: "upstream_stream_error", truncated: true, usd_pico: "0" });
+    expect(b).toMatchObject({ error_code: "no_usage", err: "no-usage", truncated: false, usd_pico: "0" });
+    expect(c).toMatchObject({ error_code: "no_usage", err: "no-usage", usd_pico: "0" });
+    expect(b.content_sha).toMatch(/^[0-9a-f]{16}$/);
+    expect(h.meter.summary(token).cost_usd).toBe(0);
   });
 });
 
@@ -477,62 +540,110 @@ describe("meter: upstream faults", () => {
     h = await harness();
   });
 
-  it("retries 429 and 503 with backoff, honouring Retry-After, before any byte reached the client", async () => {
+  it("retries 429 and 503 on upstream's schedule (k × step, Retry-After not read), keeping the retried ids", async () => {
+    await h.meter.stop();
+    await h.up.close();
+    h = await harness({ retry: { statusStepMs: 60, streamStepMs: 40 } });
     const token = h.meter.mint("ep-retry", 0.3);
-    h.up.faults.push({ kind: "status", status: 429, retryAfter: "0.2" }, { kind: "status", status: 503 });
+    h.up.faults.push({ kind: "status", status: 429, retryAfter: "10" }, { kind: "status", status: 503 });
     const t = performance.now();
     const r = await post(h.base, token, { model: "kimi-k3", messages: msgs() });
     expect(r.status).toBe(200);
-    expect(performance.now() - t).toBeGreaterThanOrEqual(195);
+    expect(performance.now() - t).toBeGreaterThanOrEqual(60 + 120 - 5);
     expect(h.up.hits).toBe(3);
-    expect(h.meter.receiptsFor("ep-retry")[0]).toMatchObject({ status: 200, retries: 2 });
+    expect(h.meter.receiptsFor("ep-retry")[0]).toMatchObject({
+      status: 200,
+      retries: 2,
+      retry_rids: ["req-1", "req-2"],
+      request_id: "req-3",
+    });
 
-    // An overload error as the first stream event is retried the same way.
-    h.up.faults.push({ kind: "first_event_error" });
+    // An error as the first stream chunk is retried too, with the same counter; the row keeps its text.
+    h.up.faults.push({ kind: "status", status: 503 }, { kind: "first_event_error" });
     const s = await post(h.base, token, { model: "kimi-k3", messages: msgs(), stream: true });
     expect(s.bytes.toString()).not.toContain("concurrency");
     expect(s.bytes.toString()).toContain("[DONE]");
-    expect(h.meter.receiptsFor("ep-retry")[1]).toMatchObject({ status: 200, retries: 1, stream: true });
+    const rec = h.meter.receiptsFor("ep-retry")[1]!;
+    expect(rec).toMatchObject({ status: 200, retries: 2, stream: true });
+    expect(rec.err).toContain("concurrency limit reached");
+    expect(h.meter.summary(token).retries).toBe(4);
   });
 
-  it("gives up after the bounded retries and passes the error through OpenAI-shaped, unbilled", async () => {
+  it("gives up after 6 status retries and passes the error on as it came, the operator's key redacted, unbilled", async () => {
     const token = h.meter.mint("ep-giveup", 0.3);
-    for (let k = 0; k < 4; k++) h.up.faults.push({ kind: "status", status: 503 });
+    for (let k = 0; k < 7; k++) h.up.faults.push({ kind: "status", status: 503 });
     const r = await post(h.base, token, { model: "kimi-k3", messages: msgs() });
     expect(r.status).toBe(503);
-    expect(r.json().error.message).toBe("fault 503");
-    expect(h.up.hits).toBe(4);
-    h.up.faults.push({ kind: "status", status: 400, body: "plain text failure" });
+    expect(r.bytes.toString()).toBe(
+      JSON.stringify({ error: { message: "fault 503", type: "server_error", code: 503 } }),
+    );
+    expect(h.up.hits).toBe(7);
+    h.up.faults.push({ kind: "status", status: 400, body: `plain text failure for key ${OPERATOR_KEY}` });
     const bad = await post(h.base, token, { model: "kimi-k3", messages: msgs() });
     expect(bad.status).toBe(400);
-    expect(bad.json().error).toMatchObject({
-      message: "plain text failure",
-      type: "upstream_error",
-      code: "upstream_400",
-    });
+    expect(bad.bytes.toString()).toBe("plain text failure for key [redacted]");
     expect(bad.headers["x-trajrl-budget-remaining-usd"]).toBe("0.300000");
     expect(h.meter.summary(token)).toMatchObject({ calls: 2, errors: 2, cost_usd: 0, reserved_usd: 0 });
+    expect(h.meter.receiptsFor("ep-giveup")[1]!.err).toBe("plain text failure for key [redacted]");
   });
 
-  it("a client that disconnects aborts the upstream call and releases its reservation", async () => {
+  it("a client that leaves does not end the call: the answer is read to its end and booked on its usage", async () => {
     const token = h.meter.mint("ep-gone", 0.3);
-    h.up.faults.push({ kind: "hang" });
+    h.up.answer = {
+      content: "slow answer",
+      delayMs: 400,
+      usage: { prompt_tokens: 5000, completion_tokens: 7 },
+    };
     const ac = new AbortController();
     const p = post(h.base, token, { model: "kimi-k3", messages: msgs() }, ac.signal);
     await waitFor(() => h.up.hits === 1);
-    expect(h.meter.summary(token).reserved_usd).toBeGreaterThan(0);
     ac.abort();
     await expect(p).rejects.toThrow();
-    await waitFor(() => h.up.received[0]!.aborted);
     await waitFor(() => h.meter.receiptsFor("ep-gone").length === 1);
-    expect(h.meter.receiptsFor("ep-gone")[0]).toMatchObject({
+    expect(h.up.received[0]!.aborted).toBe(false);
+    const [rec] = h.meter.receiptsFor("ep-gone") as [Receipt];
+    expect(rec).toMatchObject({ prompt_tokens: 5000, completion_tokens: 7, usage_estimated: false });
+    expect(BigInt(rec.usd_pico)).toBe(5000n * P + 7n * C);
+    expect(h.meter.summary(token).reserved_usd).toBe(0);
+    // Upstream's meter settles a body answer before writing it: its view has the call settled too.
+    expect(h.meter.budget(token).reserved_usd).toBe(0);
+
+    // A stream whose client left: upstream's handler fails writing to it and never settles, so its
+    // view keeps the reservation (and refuses as upstream would); the exact ledger books the usage.
+    const ac2 = new AbortController();
+    const p2 = post(
+      h.base,
+      token,
+      { model: "kimi-k3", messages: msgs(), stream: true, max_tokens: 100 },
+      ac2.signal,
+    );
+    await waitFor(() => h.up.hits === 2);
+    ac2.abort();
+    await expect(p2).rejects.toThrow();
+    await waitFor(() => h.meter.receiptsFor("ep-gone").length === 2);
+    expect(h.meter.receiptsFor("ep-gone")[1]).toMatchObject({
+      prompt_tokens: 5000,
       error_code: "client_disconnected",
-      usd_pico: "0",
     });
     expect(h.meter.summary(token).reserved_usd).toBe(0);
+    expect(h.meter.budget(token).reserved_usd).toBeGreaterThan(0);
   });
 
-  it("close() aborts the episode's calls in flight and nothing more is billed", async () => {
+  it("a call whose answer never comes is booked at its reservation when the provider timeout ends it", async () => {
+    await h.meter.stop();
+    await h.up.close();
+    h = await harness({ upstreamTimeoutMs: 300 });
+    const token = h.meter.mint("ep-timeout", 0.3);
+    h.up.faults.push({ kind: "hang" });
+    const r = await post(h.base, token, { model: "kimi-k3", messages: msgs(), max_tokens: 100 });
+    expect(r.status).toBe(504);
+    const [rec] = h.meter.receiptsFor("ep-timeout") as [Receipt];
+    expect(rec).toMatchObject({ error_code: "upstream_timeout", usage_estimated: true });
+    expect(rec.usd_pico).toBe(rec.reserved_pico);
+    expect(BigInt(rec.usd_pico) > 0n).toBe(true);
+  });
+
+  it("close() aborts the episode's calls in flight; a call the provider had is booked at its reservation", async () => {
     const token = h.meter.mint("ep-closing", 0.3);
     h.up.faults.push({ kind: "hang" });
     const p = post(h.base, token, { model: "kimi-k3", messages: msgs() });
@@ -543,8 +654,14 @@ describe("meter: upstream faults", () => {
     expect(r.status).toBe(503);
     expect(r.json().error.code).toBe("episode_closed");
     await waitFor(() => h.up.received[0]!.aborted);
-    expect(h.meter.summary(token)).toMatchObject({ reserved_usd: 0, cost_usd: 0, errors: 1 });
-    expect(h.meter.receiptsFor("ep-closing")[0]).toMatchObject({ status: 503, error_code: "episode_closed" });
+    await waitFor(() => h.meter.receiptsFor("ep-closing").length === 1);
+    const rec = h.meter.receiptsFor("ep-closing")[0]!;
+    expect(rec).toMatchObject({ status: 503, error_code: "episode_closed", usage_estimated: true });
+    expect(h.meter.summary(token)).toMatchObject({
+      reserved_usd: 0,
+      cost_usd: Number(rec.usd_pico) / 1e12,
+      errors: 1,
+    });
     expect(h.meter.lastActivity(token).calls).toBe(1);
   });
 
@@ -558,7 +675,7 @@ describe("meter: upstream faults", () => {
     expect(r.json().error.code).toBe("upstream_auth_failed");
   });
 
-  it("an unreachable upstream is a 502 after the connect retries", async () => {
+  it("an unreachable upstream is a 502 at once (upstream does not retry a connection), unbilled", async () => {
     const port = await freePort();
     await h.meter.stop();
     await h.up.close();
@@ -567,7 +684,11 @@ describe("meter: upstream faults", () => {
     const r = await post(h.base, token, { model: "kimi-k3", messages: msgs() });
     expect(r.status).toBe(502);
     expect(r.json().error.code).toBe("upstream_unreachable");
-    expect(h.meter.receiptsFor("ep-down")[0]).toMatchObject({ retries: 3, upstream_status: null });
+    expect(h.meter.receiptsFor("ep-down")[0]).toMatchObject({
+      retries: 0,
+      upstream_status: null,
+      usd_pico: "0",
+    });
   });
 });
 
@@ -587,9 +708,14 @@ describe("meter: receipts, listeners, SDK", () => {
     await h.meter.stop();
     const repo = new ReceiptRepo(openDb(h.dbPath));
     const stored = repo.listByEpisode("ep-db");
-    expect(stored).toHaveLength(4);
-    expect(stored).toEqual(mem);
-    expect(stored.map((r) => r.status)).toEqual([200, 200, 400, 500]);
+    expect(stored).toHaveLength(3);
+    // SQLite keeps the receipt's columns; upstream's row fields live in memory and meter.json.
+    const columns = (r: Receipt) => {
+      const { ts: _ts, err: _err, retry_rids: _rr, content_len: _cl, ...rest } = r;
+      return rest;
+    };
+    expect(stored.map(columns)).toEqual(mem.map(columns));
+    expect(stored.map((r) => r.status)).toEqual([200, 200, 500]);
   });
 
   it("serves on several listeners; closing one leaves the others", async () => {
@@ -645,6 +771,139 @@ describe("meter: receipts, listeners, SDK", () => {
       client.chat.completions.create({ model: "gpt-5", messages: [{ role: "user", content: "go" }] }),
     ).rejects.toMatchObject({ status: 400 });
     expect(h.meter.summary(token)).toMatchObject({ calls: 2, refused_model: 1 });
+  });
+});
+
+describe("meter: upstream's details, and the bounds", () => {
+  beforeEach(async () => {
+    h = await harness();
+  });
+
+  it("the budget header: a stream's is taken before its own reservation, a body's after it settled (cap − spent)", async () => {
+    const token = h.meter.mint("ep-hdr", 0.3);
+    h.up.answer = { content: "slow", delayMs: 300, usage: { prompt_tokens: 100, completion_tokens: 10 } };
+    const slow = post(h.base, token, { model: "kimi-k3", messages: msgs("slow one"), max_tokens: 1000 });
+    await waitFor(() => h.up.hits === 1);
+    const held = h.meter.budget(token).reserved_usd;
+    expect(held).toBeGreaterThan(0);
+    h.up.answer = { content: "quick", usage: { prompt_tokens: 100, completion_tokens: 10 } };
+    const stream = await post(h.base, token, {
+      model: "kimi-k3",
+      messages: msgs(),
+      stream: true,
+      max_tokens: 1000,
+    });
+    expect(stream.headers["x-trajrl-budget-remaining-usd"]).toBe(pyFixed6(0.3 - held));
+    const usdF = 100 * KIMI_F.prompt + 10 * KIMI_F.completion;
+    const plain = await post(h.base, token, { model: "kimi-k3", messages: msgs(), max_tokens: 1000 });
+    // After the call: cap − spent, the slow call's reservation left out, as upstream's meter does.
+    expect(plain.headers["x-trajrl-budget-remaining-usd"]).toBe(pyFixed6(0.3 - usdF - usdF));
+    await slow;
+  });
+
+  it("rows per episode are bounded as upstream bounds them (2000 by default); the counters go on", async () => {
+    await h.meter.stop();
+    await h.up.close();
+    h = await harness({ maxRowsPerEpisode: 3 });
+    const token = h.meter.mint("ep-rows", 0.3);
+    for (let k = 0; k < 5; k++) await post(h.base, token, { model: "glm-5.3-flash", messages: msgs() });
+    expect(h.meter.receiptsFor("ep-rows")).toHaveLength(3);
+    expect(h.meter.summary(token)).toMatchObject({ calls: 5, rows_dropped: 2 });
+  });
+
+  it("falls back to an ephemeral port when asked and the port is taken (as upstream's meter does)", async () => {
+    const busy = await h.meter.listen("127.0.0.1", 0);
+    const other = await h.meter.listen("127.0.0.1", busy.port, undefined, { fallbackToEphemeral: true });
+    expect(other.port).not.toBe(busy.port);
+    expect(other.port).toBeGreaterThan(0);
+    const token = h.meter.mint("ep-port", 0.3);
+    const r = await post(`http://127.0.0.1:${other.port}/v1`, token, { model: "kimi-k3", messages: msgs() });
+    expect(r.status).toBe(200);
+    await other.close();
+    await busy.close();
+  });
+
+  it("calls whose worst cases do not fit together wait for each other; small ones run side by side", async () => {
+    // Each call's worst case (its bytes as tokens, 8192 completion) fits the cap alone, not two at once.
+    const big = { model: "kimi-k3", messages: msgs("9".repeat(9000)), max_tokens: 2000 };
+    const bound = 9000 + 200;
+    const capUsd = (bound * 1.95 + 2000 * 9.75) * 1.6e-6;
+    const token = h.meter.mint("ep-expo", capUsd);
+    h.up.answer = { content: "ok", delayMs: 80, usage: { prompt_tokens: 9050, completion_tokens: 5 } };
+    const statuses = await Promise.all(Array.from({ length: 3 }, () => post(h.base, token, big)));
+    expect(statuses.map((r) => r.status)).toEqual([200, 200, 200]);
+    expect(h.up.maxInflight).toBe(1);
+    expect(h.meter.summary(token).waited).toBe(2);
+    // One call at a time (an agent's loop) never waits: with nothing in flight, upstream's rule alone decides.
+    const sequential = h.meter.mint("ep-expo-seq", capUsd);
+    for (let k = 0; k < 3; k++) expect((await post(h.base, sequential, big)).status).toBe(200);
+    expect(h.meter.summary(sequential).waited).toBe(0);
+
+    const roomy = h.meter.mint("ep-roomy", 1);
+    h.up.maxInflight = 0;
+    await Promise.all(
+      Array.from({ length: 3 }, () => post(h.base, roomy, { model: "glm-5.3-flash", messages: msgs() })),
+    );
+    expect(h.up.maxInflight).toBeGreaterThan(1);
+    expect(h.meter.summary(roomy).waited).toBe(0);
+  });
+
+  it("bounds: calls in flight per token, body size (no row, a counter), and a request that never finishes arriving", async () => {
+    await h.meter.stop();
+    await h.up.close();
+    h = await harness({ maxCallsPerToken: 2, maxBodyBytes: 64 * 1024, requestTimeoutMs: 500 });
+    const token = h.meter.mint("ep-bounds", 1);
+    h.up.answer = { content: "ok", delayMs: 60 };
+    const rs = await Promise.all(
+      Array.from({ length: 6 }, () => post(h.base, token, { model: "glm-5.3-flash", messages: msgs() })),
+    );
+    expect(rs.every((r) => r.status === 200)).toBe(true);
+    expect(h.up.maxInflight).toBe(2);
+
+    const big = await post(h.base, token, { model: "glm-5.3-flash", messages: msgs("x".repeat(70 * 1024)) });
+    expect(big.status).toBe(413);
+    expect(h.meter.summary(token).refused).toMatchObject({ body_too_large: 1 });
+    expect(h.meter.receiptsFor("ep-bounds")).toHaveLength(6);
+
+    // Headers and half a body, then silence: the meter cuts the connection after requestTimeoutMs.
+    const { connect } = await import("node:net");
+    const sock = connect(h.listener.port, "127.0.0.1");
+    await new Promise<void>((r) => sock.once("connect", () => r()));
+    sock.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${token}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"model":`,
+    );
+    const closed = await new Promise<boolean>((r) => {
+      sock.once("close", () => r(true));
+      sock.resume();
+    });
+    expect(closed).toBe(true);
+    expect(h.meter.receiptsFor("ep-bounds")).toHaveLength(6);
+  });
+
+  it("a listener holds a bounded number of connections; more are closed at once", async () => {
+    await h.meter.stop();
+    await h.up.close();
+    h = await harness({ maxConnections: 4 });
+    const { connect } = await import("node:net");
+    const socks = await Promise.all(
+      Array.from({ length: 6 }, async () => {
+        const s = connect(h.listener.port, "127.0.0.1");
+        await new Promise<void>((r) => s.once("connect", () => r()));
+        return s;
+      }),
+    );
+    const closed = await Promise.all(
+      socks.map(
+        (s) =>
+          new Promise<boolean>((r) => {
+            s.once("close", () => r(true));
+            s.resume();
+            setTimeout(() => r(false), 500);
+          }),
+      ),
+    );
+    expect(closed.filter(Boolean)).toHaveLength(2);
+    for (const s of socks) s.destroy();
   });
 });
 

@@ -5,9 +5,16 @@ import { describe, expect, it } from "vitest";
 import { FaultSchedule, mergeFaults, parseFaultHeader } from "../../src/engy-sim/faults.js";
 import { DEFAULT_PROFILE, resolveProfile, SIM_MODELS } from "../../src/engy-sim/profile.js";
 import { draw } from "../../src/engy-sim/rng.js";
-import { countTokens, messageTokens, promptTokens, truncateToTokens } from "../../src/engy-sim/tokens.js";
+import {
+  ADVERSARIAL,
+  countTokens,
+  messageTokens,
+  promptTokens,
+  truncateToTokens,
+} from "../../src/engy-sim/tokens.js";
 import { applyMaxTokens, completionTokensOf, streamEvents } from "../../src/engy-sim/wire.js";
 import type { ValidatorError } from "../../src/errors.js";
+import { estimatePromptTokens } from "../../src/meter/estimate.js";
 
 const root = new URL("../..", import.meta.url).pathname;
 
@@ -117,6 +124,39 @@ describe("engy-sim token rule", () => {
       }),
       { numRuns: 200 },
     );
+  });
+});
+
+describe("engy-sim adversarial tokenizer", () => {
+  it("digits, symbols and spaces one each, letters four to a token, non-ASCII one per UTF-8 byte", () => {
+    expect(countTokens("abcdefgh", ADVERSARIAL)).toBe(2);
+    expect(countTokens("0123456789", ADVERSARIAL)).toBe(10);
+    expect(countTokens("a1b2", ADVERSARIAL)).toBe(4);
+    expect(countTokens("!@# ", ADVERSARIAL)).toBe(4);
+    expect(countTokens("é日😀", ADVERSARIAL)).toBe(2 + 3 + 4);
+  });
+
+  it("property: never more than one token per UTF-8 byte; truncation keeps the longest prefix within the limit", () => {
+    fc.assert(
+      fc.property(fc.string({ unit: "grapheme", maxLength: 80 }), fc.nat(40), (s, n) => {
+        expect(countTokens(s, ADVERSARIAL)).toBeLessThanOrEqual(Buffer.byteLength(s));
+        const t = truncateToTokens(s, n, ADVERSARIAL);
+        expect(s.startsWith(t)).toBe(true);
+        expect(countTokens(t, ADVERSARIAL)).toBeLessThanOrEqual(n);
+        if (t.length < s.length)
+          expect(
+            countTokens(s.slice(0, t.length + (s.codePointAt(t.length)! > 0xffff ? 2 : 1)), ADVERSARIAL),
+          ).toBeGreaterThan(n);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("beats upstream's estimate where an adversary would push: a digit run costs ~2.4× the estimate", () => {
+    const digits = "7".repeat(120_000);
+    const billed = promptTokens([{ content: digits, toolCalls: [] }], undefined, ADVERSARIAL);
+    const est = estimatePromptTokens({ messages: [{ role: "user", content: digits }] });
+    expect(billed / est).toBeGreaterThan(2.3);
   });
 });
 

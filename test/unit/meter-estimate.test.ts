@@ -1,56 +1,60 @@
+/**
+ * The prompt estimate and the admission rule against upstream's own numbers: the vectors in
+ * test/fixtures/meter/upstream-vectors.json were computed by CPython with upstream's rules
+ * (estimate_prompt_tokens, reserve_for, the budget header's formatting); the first six estimate
+ * bodies are upstream's tests/test_policy.py cases.
+ */
+import { readFileSync } from "node:fs";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { floatPrices, pyFixed6, pyRound6, reserveFor } from "../../src/meter/admission.js";
 import {
-  countBilledChars,
-  countJsonChars,
+  billedClassesOf,
   estimatePromptTokens,
+  tokensFromClasses,
   UNBILLED_KEYS,
 } from "../../src/meter/estimate.js";
+import { loadPriceTable } from "../../src/meter/index.js";
 import { formatUsd6, pricePerMillionToPico, usdToPico } from "../../src/meter/money.js";
+import { parseChatRequest, pyInt } from "../../src/meter/request.js";
 
-/** Reference: build the compact JSON and count code points. */
-function reference(v: unknown): { ascii: number; nonAscii: number } {
-  let ascii = 0;
-  let nonAscii = 0;
-  for (const ch of JSON.stringify(v)) {
-    if (ch.codePointAt(0)! < 128) ascii++;
-    else nonAscii++;
-  }
-  return { ascii, nonAscii };
+interface Vectors {
+  estimate: { body: string; tokens: number }[];
+  reserve: {
+    model: string;
+    ch: string;
+    n: number;
+    want_key: string | null;
+    want: unknown;
+    room: number;
+    estimate: number;
+    reserved: number;
+    max_tokens: number | null;
+    clamped: boolean;
+  }[];
+  fixed6: { x: number; header: string; round6: number }[];
 }
+const V = JSON.parse(
+  readFileSync(new URL("../fixtures/meter/upstream-vectors.json", import.meta.url), "utf8"),
+) as Vectors;
 
-describe("prompt estimate", () => {
-  it("counts the ASCII characters and non-ASCII code points of compact JSON (no ASCII escaping)", () => {
-    fc.assert(
-      fc.property(fc.jsonValue({ stringUnit: "binary" }), (v) => {
-        expect(countJsonChars(v)).toEqual(reference(v));
-      }),
-      { numRuns: 1000 },
-    );
+describe("prompt estimate: upstream's formula", () => {
+  it("upstream's vectors: the one-pass scan and the definition both give CPython's number", () => {
+    expect(V.estimate).toHaveLength(19);
+    for (const { body, tokens } of V.estimate) {
+      expect(estimatePromptTokens(body), body.slice(0, 80)).toBe(tokens);
+      expect(parseChatRequest(Buffer.from(body)).promptEstimate, body.slice(0, 80)).toBe(tokens);
+    }
   });
 
-  it("matches Python's rule on a real request: billed fields only, ⌈(ascii/3 + non-ascii)·1.25⌉", () => {
-    // Computed with CPython: json.dumps(billed, ensure_ascii=False, separators=(",", ":")) → 288 ASCII, 8 non-ASCII.
-    const body = {
-      model: "kimi-k3",
-      messages: [
-        { role: "system", content: "You are an agent. Use tools." },
-        { role: "user", content: 'Fix the bug in /app/main.py — ünïcödé 日本語 "quoted"\n\ttab' },
-      ],
-      tools: [
-        {
-          type: "function",
-          function: {
-            name: "terminal",
-            parameters: { type: "object", properties: { command: { type: "string" } } },
-          },
-        },
-      ],
-      max_tokens: 500,
-      temperature: 0.2,
-      stream: true,
-    };
-    expect(estimatePromptTokens(body)).toBe(130);
+  it("upstream's test_policy cases hold: ~1000 tokens for 3000 letters, tools and symbols billed, knobs not", () => {
+    const [x3000, base, withTools, cjk, bigMax, dense] = V.estimate.map((v) => v.tokens) as number[];
+    expect(x3000).toBeGreaterThanOrEqual(1000);
+    expect(x3000).toBeLessThanOrEqual(1400);
+    expect(withTools!).toBeGreaterThan(base! + 1000);
+    expect(cjk!).toBeGreaterThanOrEqual(300 * 1.25);
+    expect(bigMax).toBe(base);
+    expect(dense!).toBeGreaterThanOrEqual(300 * 1.25);
   });
 
   it("ignores every generation knob", () => {
@@ -60,12 +64,193 @@ describe("prompt estimate", () => {
     expect(estimatePromptTokens({ ...base, ...knobs })).toBe(estimatePromptTokens(base));
   });
 
-  it("a non-ASCII character is a whole token, astral characters once", () => {
-    const a = estimatePromptTokens({ messages: ["a".repeat(300)] });
-    const b = estimatePromptTokens({ messages: ["日".repeat(300)] });
-    const c = estimatePromptTokens({ messages: ["😀".repeat(300)] });
-    expect(b - a).toBe(Math.ceil(((300 * 3 + 17) * 5) / 12) - Math.ceil(((300 + 17) * 5) / 12));
-    expect(c).toBe(b);
+  it("digits and letters at 3 a token, symbols and non-ASCII (astral once) at one", () => {
+    const t = (content: string) => estimatePromptTokens({ messages: [content] });
+    const letters = t("a".repeat(300));
+    expect(t("7".repeat(300))).toBe(letters);
+    expect(t("#".repeat(300)) - letters).toBe(Math.trunc(300 * 1.25) - Math.trunc(100 * 1.25));
+    expect(t("日".repeat(300))).toBe(t("#".repeat(300)));
+    expect(t("😀".repeat(300))).toBe(t("日".repeat(300)));
+  });
+
+  it("property: the one-pass scan counts what Python's json.dumps prints, from any client's spelling", () => {
+    // Values spelled as a client might: escapes for any character, spaces, numbers in odd forms.
+    const char = fc.oneof(
+      fc.constantFrom(
+        "a",
+        "Z",
+        "5",
+        " ",
+        "\n",
+        "\t",
+        '"',
+        "\\",
+        "/",
+        "\u0001",
+        "\u007f",
+        "é",
+        "日",
+        "😀",
+        "\ud800",
+      ),
+      fc.string({ unit: "binary", minLength: 1, maxLength: 1 }),
+    );
+    const str = fc.array(fc.tuple(char, fc.boolean()), { maxLength: 12 }).map((cs) => {
+      let raw = '"';
+      let text = "";
+      for (const [c, esc] of cs) {
+        text += c;
+        if (esc || c < " " || c === '"' || c === "\\" || (c >= "\ud800" && c <= "\udfff"))
+          for (let k = 0; k < c.length; k++) raw += `\\u${c.charCodeAt(k).toString(16).padStart(4, "0")}`;
+        else raw += c;
+      }
+      // A lone surrogate cannot be raw UTF-8: it is always escaped above.
+      return { raw: `${raw}"`, text };
+    });
+    const num = fc.constantFrom(
+      "0",
+      "-0",
+      "12",
+      "-7",
+      "1.0",
+      "1.50",
+      "1e5",
+      "1E-7",
+      "-0.0",
+      "2.5e+3",
+      "12345678901234567890",
+      "1e400",
+      "NaN",
+      "-Infinity",
+    );
+    const ws = fc.constantFrom("", " ", "\n  ", "\t");
+    const value: fc.Arbitrary<string> = fc.letrec<{ v: string }>((tie) => ({
+      v: fc.oneof(
+        { depthSize: "small" },
+        str.map((s) => s.raw),
+        num,
+        fc.constantFrom("true", "false", "null"),
+        fc
+          .tuple(fc.array(tie("v"), { maxLength: 4 }), ws)
+          .map(([xs, w]) => `[${w}${xs.join(`${w},${w}`)}${w}]`),
+        fc
+          .tuple(fc.uniqueArray(fc.tuple(str, tie("v")), { maxLength: 4, selector: ([k]) => k.text }), ws)
+          .map(([kv, w]) => `{${w}${kv.map(([k, v]) => `${k.raw}${w}:${w}${v}`).join(`,${w}`)}${w}}`),
+      ),
+    })).v;
+    // Knobs the meter interprets (stream, max_tokens) can make a request invalid: left out here.
+    const knobs = [...UNBILLED_KEYS].filter(
+      (k) => !["stream", "max_tokens", "max_completion_tokens"].includes(k),
+    );
+    const key = fc.oneof(
+      fc.constantFrom(...knobs, "messages", "tools"),
+      str.map((s) => s.text),
+    );
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.tuple(key, value), { maxLength: 6, selector: ([k]) => k }),
+        ws,
+        (members, w) => {
+          const body = `${w}{${members.map(([k, v]) => `${JSON.stringify(k)}${w}:${w}${v}`).join(",")}}${w}`;
+          const req = parseChatRequest(Buffer.from(body));
+          const def = billedClassesOf(Buffer.from(body));
+          expect(req.classes).toEqual(def);
+          expect(req.promptEstimate).toBe(tokensFromClasses(def));
+        },
+      ),
+      { numRuns: 2000, seed: 20261204 },
+    );
+  });
+
+  it("a repeated key counts its last value, at any depth, as a Python dict keeps it", () => {
+    const top =
+      '{"messages":[{"role":"user","content":"a"}],"messages":[{"role":"user","content":"a much longer second copy"}]}';
+    const nested = '{"messages":[{"role":"user","content":"first","content":"second, longer value wins"}]}';
+    const byText = new Map(V.estimate.map((v) => [v.body, v.tokens]));
+    expect(parseChatRequest(Buffer.from(top)).promptEstimate).toBe(byText.get(top));
+    expect(parseChatRequest(Buffer.from(nested)).promptEstimate).toBe(byText.get(nested));
+  });
+
+  it("refuses what Python's json.loads refuses, takes what it takes", () => {
+    for (const bad of [
+      "",
+      "[]",
+      '"x"',
+      "{",
+      '{"a":1,}',
+      '{"a":01}',
+      '{"a":"\u0001"}',
+      '{"a":"\\x"}',
+      '{"a":1} x',
+      "\ufeff{}",
+    ])
+      expect(() => parseChatRequest(Buffer.from(bad)), JSON.stringify(bad)).toThrow();
+    expect(() => parseChatRequest(Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x3a, 0x31, 0x7d]))).toThrow(/UTF-8/);
+    for (const ok of ['{"a":NaN}', '{"a":-Infinity}', ' {"a" : [ 1 , 2 ] } ', '{"a":"\\ud800"}'])
+      expect(parseChatRequest(Buffer.from(ok)).members).toHaveLength(1);
+  });
+});
+
+describe("admission: upstream's reserve_for, in the same doubles", () => {
+  const prices = floatPrices(loadPriceTable());
+
+  it("upstream's vectors: same refusals, same clamps, same max_tokens, the same reservation to the bit", () => {
+    expect(V.reserve.length).toBeGreaterThan(400);
+    let refused = 0;
+    let clamped = 0;
+    for (const c of V.reserve) {
+      const body: Record<string, unknown> = {
+        model: c.model,
+        messages: [{ role: "user", content: c.ch.repeat(c.n) }],
+      };
+      if (c.want_key !== null) body[c.want_key] = c.want;
+      const req = parseChatRequest(Buffer.from(JSON.stringify(body)));
+      expect(req.promptEstimate).toBe(c.estimate);
+      const a = reserveFor(prices.get(c.model)!, req.promptEstimate, req.want, c.room);
+      if (c.max_tokens === null) {
+        expect(a.ok, JSON.stringify(c)).toBe(false);
+        refused++;
+      } else {
+        expect(a, JSON.stringify(c)).toEqual({
+          ok: true,
+          reserved: Math.max(c.reserved, req.promptEstimate * prices.get(c.model)!.prompt),
+          maxTokens: c.max_tokens,
+          clamped: c.clamped,
+        });
+        if (c.clamped) clamped++;
+      }
+    }
+    expect(refused).toBeGreaterThan(50);
+    expect(clamped).toBeGreaterThan(20);
+  });
+
+  it("max_tokens through Python's int(): strings of digits count, what it cannot convert means 8192", () => {
+    expect(pyInt("100")).toBe(100);
+    expect(pyInt(" 4_2\n")).toBe(42);
+    expect(pyInt("٤٢")).toBe(42);
+    expect(pyInt("12.5")).toBe("value_error");
+    expect(pyInt(12.7)).toBe(12);
+    expect(pyInt(true)).toBe(1);
+    expect(pyInt(Number.NaN)).toBe("value_error");
+    expect(pyInt(Number.POSITIVE_INFINITY)).toBe("overflow");
+    expect(pyInt([])).toBe("value_error");
+    const want = (v: unknown) =>
+      parseChatRequest(
+        Buffer.from(JSON.stringify({ messages: [], max_tokens: v, max_completion_tokens: 77 })),
+      ).want;
+    expect(want(0)).toBe(77);
+    expect(want(null)).toBe(77);
+    expect(want("300")).toBe(300);
+    expect(want("abc")).toBe(8192);
+    expect(want({ a: 1 })).toBe(8192);
+  });
+
+  it("the budget header and /v1/budget round as Python formats and rounds (ties to even)", () => {
+    for (const f of V.fixed6) {
+      expect(pyFixed6(f.x), String(f.x)).toBe(f.header);
+      expect(pyRound6(f.x), String(f.x)).toBe(f.round6);
+    }
+    expect((1 / 128).toFixed(6)).not.toBe(pyFixed6(1 / 128)); // the case toFixed gets wrong
   });
 });
 
@@ -86,19 +271,5 @@ describe("money", () => {
     expect(formatUsd6(299_999_999_999n)).toBe("0.299999");
     expect(formatUsd6(-5n)).toBe("0.000000");
     expect(formatUsd6(12_345_678_000_000n)).toBe("12.345678");
-  });
-});
-
-describe("billed part", () => {
-  it("property: equals the count of the body serialised without its unbilled keys", () => {
-    const keyArb = fc.oneof(fc.constantFrom(...UNBILLED_KEYS), fc.string({ unit: "binary", maxLength: 6 }));
-    fc.assert(
-      fc.property(fc.dictionary(keyArb, fc.jsonValue({ stringUnit: "binary", maxDepth: 2 })), (body) => {
-        const billed: Record<string, unknown> = {};
-        for (const [k, v] of Object.entries(body)) if (!UNBILLED_KEYS.has(k)) billed[k] = v;
-        expect(countBilledChars(body)).toEqual(reference(billed));
-      }),
-      { numRuns: 1000 },
-    );
   });
 });

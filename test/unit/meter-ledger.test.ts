@@ -1,112 +1,75 @@
+/**
+ * The cap's arithmetic, pure: upstream's admission rule (in doubles), the exact ledger (pico-dollars)
+ * and the real-spend bound on top of them (the worst cases of the calls in flight).
+ */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
-  type Budget,
-  costOf,
+  floatPrices,
   MIN_MAX_TOKENS,
-  newBudget,
-  planReservation,
-  reserve,
-  room,
-  settle,
-} from "../../src/meter/ledger.js";
-import type { ModelPrice } from "../../src/meter/prices.js";
+  newView,
+  reserveFor,
+  viewReserve,
+  viewRoom,
+  viewSettle,
+} from "../../src/meter/admission.js";
+import { fitsBeside, promptBound, worstCase } from "../../src/meter/exposure.js";
+import { loadPriceTable } from "../../src/meter/index.js";
+import { type Budget, costOf, newBudget, reserve, settle } from "../../src/meter/ledger.js";
+import { usdToPico } from "../../src/meter/money.js";
+import { compilePrices, loadAllowlist, type ModelPrice } from "../../src/meter/prices.js";
 
-const priceArb: fc.Arbitrary<ModelPrice> = fc.record({
-  prompt: fc.bigInt({ min: 0n, max: 10_000_000n }),
-  completion: fc.bigInt({ min: 1n, max: 10_000_000n }),
-  cacheRead: fc.bigInt({ min: 0n, max: 10_000_000n }),
-});
-
+const table = loadPriceTable();
+const PICO = compilePrices(loadAllowlist(), table);
+const FLOAT = floatPrices(table);
+const MODELS = [...PICO.keys()];
 // kimi-k3 in pico-dollars per token.
 const KIMI: ModelPrice = { prompt: 1_950_000n, completion: 9_750_000n, cacheRead: 195_000n };
 
-describe("ledger: reservation", () => {
-  it("reserves prompt + max_tokens at the completion price when it fits", () => {
-    const b = newBudget(300_000_000_000n); // $0.30
-    const r = planReservation(b, { price: KIMI, promptTokens: 1000, wantMaxTokens: 500, choices: 1 });
-    expect(r).toEqual({
+describe("upstream's rule (reserve_for)", () => {
+  const kimi = FLOAT.get("kimi-k3")!;
+
+  it("reserves prompt + max_tokens at the completion price when it fits, clamps, refuses under 64", () => {
+    const ok = reserveFor(kimi, 1000, 500, 0.3);
+    expect(ok).toEqual({
       ok: true,
-      promptCost: 1_950_000_000n,
-      reserved: 1_950_000_000n + 500n * 9_750_000n,
+      reserved: 1000 * 1.95e-6 + 500 * 9.75e-6,
       maxTokens: 500,
       clamped: false,
     });
+    const clamped = reserveFor(kimi, 1000, 8192, 1000 * 1.95e-6 + 100.5 * 9.75e-6);
+    expect(clamped).toMatchObject({ ok: true, maxTokens: 100, clamped: true });
+    expect(reserveFor(kimi, 1000, 10, 1000 * 1.95e-6 + 63.5 * 9.75e-6)).toMatchObject({ ok: false });
+    expect(reserveFor(kimi, 1000, 10, 1000 * 1.95e-6)).toMatchObject({ ok: false });
+    // A small max_tokens on a nearly empty budget is refused like a large one (fits < 64).
+    expect(reserveFor(kimi, 0, 5, 10 * 9.75e-6)).toMatchObject({ ok: false });
   });
 
-  it("clamps to the largest max_tokens that fits and refuses under 64", () => {
-    // room for the prompt plus exactly 100 completion tokens
-    const cap = 1000n * KIMI.prompt + 100n * KIMI.completion;
-    const r = planReservation(newBudget(cap), {
-      price: KIMI,
-      promptTokens: 1000,
-      wantMaxTokens: 8192,
-      choices: 1,
-    });
-    expect(r).toMatchObject({ ok: true, maxTokens: 100, clamped: true, reserved: cap });
-    const tight = planReservation(newBudget(1000n * KIMI.prompt + 63n * KIMI.completion + 5n), {
-      price: KIMI,
-      promptTokens: 1000,
-      wantMaxTokens: 10,
-      choices: 1,
-    });
-    expect(tight).toMatchObject({ ok: false, reason: "cap", fits: 63 });
-    const promptTooBig = planReservation(newBudget(999n * KIMI.prompt), {
-      price: KIMI,
-      promptTokens: 1000,
-      wantMaxTokens: 10,
-      choices: 1,
-    });
-    expect(promptTooBig).toMatchObject({ ok: false, reason: "cap" });
+  it("reserves max_tokens once, whatever n, as upstream does (n counts in the worst case instead)", () => {
+    const price = PICO.get("kimi-k3")!;
+    expect(worstCase(price, 100, 1000, 3) - worstCase(price, 100, 1000, 1)).toBe(2000n * price.completion);
   });
 
-  it("a small max_tokens with ample room is neither clamped nor refused", () => {
-    const r = planReservation(newBudget(10n ** 12n), {
-      price: KIMI,
-      promptTokens: 10,
-      wantMaxTokens: 5,
-      choices: 1,
-    });
-    expect(r).toMatchObject({ ok: true, maxTokens: 5, clamped: false });
-  });
-
-  it("n choices multiply the completion reservation", () => {
-    const r = planReservation(newBudget(10n ** 12n), {
-      price: KIMI,
-      promptTokens: 0,
-      wantMaxTokens: 100,
-      choices: 3,
-    });
-    expect(r).toMatchObject({ ok: true, reserved: 300n * KIMI.completion });
-  });
-
-  it("property: an accepted reservation fits, and a clamped max_tokens is the largest that fits", () => {
+  it("property: an accepted reservation fits the room; a clamped max_tokens is the largest that fits", () => {
     fc.assert(
       fc.property(
-        priceArb,
-        fc.bigInt({ min: 0n, max: 10n ** 13n }),
+        fc.constantFrom(...MODELS),
+        fc.double({ min: 0, max: 2, noNaN: true }),
         fc.integer({ min: 0, max: 200_000 }),
         fc.integer({ min: 1, max: 100_000 }),
-        fc.integer({ min: 1, max: 4 }),
-        (price, cap, promptTokens, want, choices) => {
-          const b = newBudget(cap);
-          const r = planReservation(b, { price, promptTokens, wantMaxTokens: want, choices });
-          const per = price.completion * BigInt(choices);
-          const promptCost = BigInt(promptTokens) * price.prompt;
-          if (r.ok) {
-            expect(r.reserved).toBe(promptCost + BigInt(r.maxTokens) * per);
-            expect(r.reserved <= room(b)).toBe(true);
-            expect(r.maxTokens).toBeGreaterThanOrEqual(Math.min(want, MIN_MAX_TOKENS));
-            expect(r.maxTokens <= want).toBe(true);
-            if (r.clamped) {
-              expect(r.maxTokens < want).toBe(true);
-              expect(promptCost + BigInt(r.maxTokens + 1) * per > room(b)).toBe(true);
-            } else expect(r.maxTokens).toBe(want);
-          } else {
-            expect(r.reason).toBe("cap");
-            const fits = promptCost >= room(b) ? -1n : (room(b) - promptCost) / per;
-            expect(fits < BigInt(MIN_MAX_TOKENS)).toBe(true);
+        (model, room, tokens, want) => {
+          const p = FLOAT.get(model)!;
+          const a = reserveFor(p, tokens, want, room);
+          if (!a.ok) {
+            const fits =
+              tokens * p.prompt >= room ? -1 : Math.trunc((room - tokens * p.prompt) / p.completion);
+            expect(fits).toBeLessThan(MIN_MAX_TOKENS);
+            return;
           }
+          expect(a.reserved).toBeLessThanOrEqual(room * (1 + 1e-12));
+          expect(a.maxTokens).toBeLessThanOrEqual(want);
+          if (a.clamped) expect(tokens * p.prompt + (a.maxTokens + 1) * p.completion).toBeGreaterThan(room);
+          else expect(a.maxTokens).toBe(want);
         },
       ),
       { numRuns: 2000 },
@@ -114,21 +77,7 @@ describe("ledger: reservation", () => {
   });
 });
 
-describe("ledger: settlement and the cap", () => {
-  it("books overshoot and closes the budget", () => {
-    let b = reserve(newBudget(1000n), 600n);
-    const s = settle(b, 600n, 700n);
-    b = s.budget;
-    expect(s.overshoot).toBe(100n);
-    expect(b).toEqual({ cap: 1000n, spent: 700n, reserved: 0n, overshoot: 100n, closed: true });
-    expect(planReservation(b, { price: KIMI, promptTokens: 0, wantMaxTokens: 64, choices: 1 })).toMatchObject(
-      {
-        ok: false,
-        reason: "closed",
-      },
-    );
-  });
-
+describe("ledger", () => {
   it("cost = (prompt − cached)·p + cached·c_read + completion·c, cached bounded by prompt", () => {
     expect(costOf(KIMI, { promptTokens: 1000, cachedTokens: 400, completionTokens: 50 })).toBe(
       600n * 1_950_000n + 400n * 195_000n + 50n * 9_750_000n,
@@ -136,63 +85,106 @@ describe("ledger: settlement and the cap", () => {
     expect(costOf(KIMI, { promptTokens: 10, cachedTokens: 99, completionTokens: 0 })).toBe(10n * 195_000n);
   });
 
-  type Op =
-    | { kind: "reserve"; prompt: number; want: number; choices: number }
-    | { kind: "settle"; pick: number; factor: number };
-  const opArb: fc.Arbitrary<Op> = fc.oneof(
+  it("books overshoot without closing anything: a later call is decided by the room alone", () => {
+    let b = reserve(newBudget(1000n), 600n);
+    const s = settle(b, 600n, 700n);
+    b = s.budget;
+    expect(s.overshoot).toBe(100n);
+    expect(b).toEqual({ cap: 1000n, spent: 700n, reserved: 0n, overshoot: 100n });
+    // Upstream: an overshoot leaves the episode open while room remains.
+    const v = newView(0.3);
+    viewReserve(v, 0.001);
+    viewSettle(v, 0.001, 0.0012);
+    expect(v.overshoot).toBeCloseTo(0.0002, 12);
+    expect(reserveFor(FLOAT.get("kimi-k3")!, 100, 100, viewRoom(v)).ok).toBe(true);
+  });
+});
+
+describe("the real-spend bound", () => {
+  it("the prompt bound is the billed bytes, tools once more, and the template per message", () => {
+    expect(promptBound(1000, 200, 3)).toBe(1000 + 200 + 3 * 16 + 64);
+  });
+
+  type Arrival = { kind: "arrive"; model: string; est: number; bound: number; want: number; n: number };
+  type Settle = { kind: "settle"; pick: number; prompt: number; completion: number };
+  const opArb: fc.Arbitrary<Arrival | Settle> = fc.oneof(
     fc.record({
-      kind: fc.constant("reserve" as const),
-      prompt: fc.integer({ min: 0, max: 50_000 }),
-      want: fc.integer({ min: 1, max: 20_000 }),
-      choices: fc.integer({ min: 1, max: 2 }),
+      kind: fc.constant("arrive" as const),
+      model: fc.constantFrom(...MODELS),
+      est: fc.integer({ min: 16, max: 60_000 }),
+      // the true bound may be far above the estimate (digits, symbols: up to 3× and more)
+      bound: fc.integer({ min: 16, max: 200_000 }),
+      want: fc.integer({ min: 1, max: 16_384 }),
+      n: fc.constantFrom(1, 1, 1, 2),
     }),
     fc.record({
       kind: fc.constant("settle" as const),
       pick: fc.nat(),
-      // mostly at or under the reservation, sometimes over (a low prompt estimate)
-      factor: fc.oneof(
-        fc.double({ min: 0, max: 1, noNaN: true }),
-        fc.double({ min: 1, max: 3, noNaN: true }),
-      ),
+      prompt: fc.double({ min: 0, max: 1, noNaN: true }),
+      completion: fc.double({ min: 0, max: 1, noNaN: true }),
     }),
   );
 
-  it("property: for any interleaving of reserve/settle, spent ≤ cap + overshoot and reserved is the sum in flight", () => {
+  it("property: whatever the order, spent ≤ cap + the largest excess of one call over its reservation", () => {
     fc.assert(
       fc.property(
-        priceArb,
-        fc.bigInt({ min: 0n, max: 10n ** 12n }),
-        fc.array(opArb, { maxLength: 200 }),
-        (price, cap, ops) => {
-          let b: Budget = newBudget(cap);
-          const inflight: bigint[] = [];
+        fc.integer({ min: 1_000, max: 1_000_000 }),
+        fc.array(opArb, { maxLength: 150 }),
+        (capMicro, ops) => {
+          const capUsd = capMicro / 1e6;
+          const view = newView(capUsd);
+          let b: Budget = newBudget(usdToPico(capUsd));
+          let exposure = 0n;
+          type Live = { a: Arrival; reservedF: number; reserved: bigint; worst: bigint; mt: number };
+          const inflight: Live[] = [];
+          const queue: Arrival[] = [];
+          let maxExcess = 0n;
+          const attempt = (a: Arrival): boolean => {
+            const fp = FLOAT.get(a.model)!;
+            const p = PICO.get(a.model)!;
+            const d = reserveFor(fp, a.est, a.want, viewRoom(view));
+            if (!d.ok) return true; // refused: decided
+            const worst = worstCase(p, Math.max(a.bound, a.est), d.maxTokens, a.n);
+            if (inflight.length > 0 && !fitsBeside(exposure, worst, b.cap, b.spent)) return false;
+            viewReserve(view, d.reserved);
+            const reserved = BigInt(a.est) * p.prompt + BigInt(d.maxTokens) * p.completion;
+            b = reserve(b, reserved);
+            exposure += worst;
+            inflight.push({ a, reservedF: d.reserved, reserved, worst, mt: d.maxTokens });
+            if (worst - reserved > maxExcess) maxExcess = worst - reserved;
+            return true;
+          };
+          const pump = () => {
+            while (queue.length > 0 && attempt(queue[0]!)) queue.shift();
+          };
           for (const op of ops) {
-            if (op.kind === "reserve") {
-              const r = planReservation(b, {
-                price,
-                promptTokens: op.prompt,
-                wantMaxTokens: op.want,
-                choices: op.choices,
-              });
-              if (r.ok) {
-                b = reserve(b, r.reserved);
-                inflight.push(r.reserved);
-              }
+            if (op.kind === "arrive") {
+              if (queue.length > 0 || !attempt(op)) queue.push(op);
             } else if (inflight.length > 0) {
-              const k = op.pick % inflight.length;
-              const reserved = inflight.splice(k, 1)[0]!;
-              const actual = BigInt(Math.floor(Number(reserved) * op.factor));
-              b = settle(b, reserved, actual).budget;
+              const c = inflight.splice(op.pick % inflight.length, 1)[0]!;
+              const p = PICO.get(c.a.model)!;
+              // The provider bills anything up to the call's true worst case.
+              const prompt = Math.floor(Math.max(c.a.bound, c.a.est) * op.prompt);
+              const completion = Math.floor(c.mt * c.a.n * op.completion);
+              const actual = costOf(p, {
+                promptTokens: prompt,
+                cachedTokens: 0,
+                completionTokens: completion,
+              });
+              expect(actual <= c.worst).toBe(true);
+              b = settle(b, c.reserved, actual).budget;
+              viewSettle(view, c.reservedF, Number(actual) / 1e12);
+              exposure -= c.worst;
+              pump();
             }
-            const sumInflight = inflight.reduce((x, y) => x + y, 0n);
-            expect(b.reserved).toBe(sumInflight);
-            expect(b.spent <= b.cap + b.overshoot).toBe(true);
-            expect(b.closed).toBe(b.overshoot > 0n);
-            if (b.overshoot === 0n) expect(b.spent + b.reserved <= b.cap).toBe(true);
+            // The guarantee, at every step: spent ≤ cap + one call's excess over its reservation.
+            expect(b.spent <= b.cap + maxExcess).toBe(true);
+            // And what is in flight fits beside what was spent, unless one call runs alone.
+            if (inflight.length > 1) expect(exposure <= b.cap - b.spent).toBe(true);
           }
         },
       ),
-      { numRuns: 500 },
+      { numRuns: 1000 },
     );
   });
 });

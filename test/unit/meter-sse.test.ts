@@ -1,9 +1,11 @@
+import { hash } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { AnswerAccumulator, errorInfo, parseUsage } from "../../src/meter/answer.js";
-import { fingerprint, normArgs, pyStrip } from "../../src/meter/fingerprint.js";
-import { parseRetryAfter, retryDelayMs } from "../../src/meter/retry.js";
+import { fingerprint, normArgs, pyJsonDumpsCompact, pyStrip } from "../../src/meter/fingerprint.js";
+import { DEFAULT_RETRY, firstChunkRetryable, retryDelayMs } from "../../src/meter/retry.js";
 import { SseSplitter } from "../../src/meter/sse.js";
+import { type PyValue, pyJsonDumps, pyJsonParse } from "../../src/pack/index.js";
 
 const STREAM = [
   'data: {"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n',
@@ -67,18 +69,63 @@ describe("SSE splitter", () => {
 });
 
 describe("answer accumulation", () => {
-  it("collects usage, ids, finish reason and text from a stream; flags the usage-only chunk", () => {
+  it("collects usage, ids, finish reason and text from a stream", () => {
     const acc = new AnswerAccumulator();
-    const usageOnly = new SseSplitter()
-      .push(Buffer.from(STREAM))
-      .map((e) => (e.data === null ? false : acc.onEvent(e.data)));
-    expect(usageOnly).toEqual([false, false, false, false, false, true, false]);
+    for (const e of new SseSplitter().push(Buffer.from(STREAM))) if (e.data !== null) acc.onEvent(e.data);
     expect(acc.usage).toEqual({ promptTokens: 12, cachedTokens: 4, completionTokens: 3 });
     expect(acc.engyRequestId).toBe("engy-9");
     expect(acc.responseId).toBe("c1");
     expect(acc.finishReason).toBe("stop");
     expect(acc.sawDone).toBe(true);
     expect(acc.fingerprint().contentSha).toBe(fingerprint("héllo wörld", []).contentSha);
+  });
+
+  it("property: a text delta recognised without JSON.parse leaves the same answer as the full parse", () => {
+    const ident = fc.oneof(fc.string({ maxLength: 8 }), fc.constantFrom("chatcmpl-1", ""));
+    const chunk = fc.record({
+      id: ident,
+      created: fc.oneof(fc.nat(), fc.constantFrom("0123", "1e5", "-1")),
+      model: ident,
+      fp: fc.oneof(fc.constant(undefined), fc.constant(null), ident),
+      role: fc.boolean(),
+      content: fc.oneof(
+        fc.string({ unit: "binary", maxLength: 12 }),
+        fc.constantFrom('a"b', "\\", "\u0000x", "é😀"),
+      ),
+      finish: fc.constantFrom(null, null, "stop"),
+      extra: fc.constantFrom("", ',"usage":null', ',"x_engy":{"request_id":"r"}'),
+    });
+    type Chunk = typeof chunk extends fc.Arbitrary<infer T> ? T : never;
+    const text = (c: Chunk) => {
+      const delta = `{${c.role ? '"role":"assistant",' : ""}"content":${JSON.stringify(c.content)}}`;
+      const fp = c.fp === undefined ? "" : `"system_fingerprint":${JSON.stringify(c.fp)},`;
+      return `{"id":${JSON.stringify(c.id)},"object":"chat.completion.chunk","created":${c.created},"model":${JSON.stringify(c.model)},${fp}"choices":[{"index":0,"delta":${delta},"logprobs":null,"finish_reason":${JSON.stringify(c.finish)}}]${c.extra}}`;
+    };
+    // Raw texts too: a control character or a broken escape inside the literal.
+    const raw = fc.oneof(
+      chunk.map(text),
+      chunk.map((c) => text(c).replace('"content":"', '"content":"\u0001')),
+      chunk.map((c) => text(c).replace('"content":"', '"content":"\\x')),
+    );
+    fc.assert(
+      fc.property(fc.array(raw, { maxLength: 6 }), (events) => {
+        const fast = new AnswerAccumulator();
+        const slow = new AnswerAccumulator(false);
+        for (const e of events) {
+          fast.onEvent(e);
+          slow.onEvent(e);
+        }
+        expect(fast.fingerprint()).toEqual(slow.fingerprint());
+        expect([fast.responseId, fast.finishReason, fast.usage, fast.unparsable, fast.events]).toEqual([
+          slow.responseId,
+          slow.finishReason,
+          slow.usage,
+          slow.unparsable,
+          slow.events,
+        ]);
+      }),
+      { numRuns: 3000 },
+    );
   });
 
   it("assembles streamed tool calls by index like a non-stream message", () => {
@@ -139,6 +186,7 @@ describe("fingerprints match the Python validator", () => {
   it("content and tool-call hashes", () => {
     expect(fingerprint("  Hello, wörld! \n", [])).toEqual({
       contentSha: "e2f9d7e54e593984",
+      contentLen: 13,
       toolSha: null,
       toolCalls: 0,
     });
@@ -150,12 +198,57 @@ describe("fingerprints match the Python validator", () => {
         { name: "read_file", arguments: '{"path":"/workspace/SKILL.md"}' },
         { name: "write_file", arguments: '{"z":1.0,"a":"é\\u00e9","n":[1,2e5]}' },
       ]),
-    ).toEqual({ contentSha: "2d711642b726b044", toolSha: "d1e3e4dbd2bbb622", toolCalls: 2 });
+    ).toEqual({ contentSha: "2d711642b726b044", contentLen: 1, toolSha: "d1e3e4dbd2bbb622", toolCalls: 2 });
     expect(fingerprint("\u3000text\xa0", [{ name: "terminal", arguments: "not json {" }])).toEqual({
       contentSha: "982d9e3eb996f559",
+      contentLen: 4,
       toolSha: "4bce8e669d9b5255",
       toolCalls: 1,
     });
+    // content_len is Python's len(): code points, an astral character once.
+    expect(fingerprint(" 😀é ", []).contentLen).toBe(2);
+  });
+
+  it("property: the fast path of the fingerprints gives the Python-faithful path's bytes", () => {
+    const reference = (text: string) => {
+      try {
+        return pyJsonDumpsCompact(pyJsonParse(text));
+      } catch {
+        return pyStrip(text);
+      }
+    };
+    const text = fc.oneof(
+      fc.json({ maxDepth: 3 }),
+      fc.jsonValue({ maxDepth: 2 }).map((v) => JSON.stringify(v, null, 1)),
+      fc.constantFrom(
+        '{"a":1,"a":2}',
+        '{"b":1.0}',
+        '{"n":12345678901234567890}',
+        "[-0]",
+        '{"x":NaN}',
+        " {} ",
+        '{"é":"\\ud800"}',
+        "nope",
+      ),
+      fc.string({ maxLength: 12 }),
+    );
+    fc.assert(
+      fc.property(text, (t) => {
+        expect(normArgs(t)).toBe(reference(t));
+      }),
+      { numRuns: 3000 },
+    );
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.string(), fc.string()), { maxLength: 4 }), (pairs) => {
+        const fp = fingerprint(
+          "",
+          pairs.map(([name, a]) => ({ name, arguments: a })),
+        );
+        const calls: PyValue[] = pairs.map(([name, a]) => [name, normArgs(a)]);
+        expect(fp.toolSha).toBe(pairs.length ? hash("sha256", pyJsonDumps(calls), "hex").slice(0, 16) : null);
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it("normalises arguments: sorted keys, compact, floats as Python prints them", () => {
@@ -165,18 +258,23 @@ describe("fingerprints match the Python validator", () => {
   });
 });
 
-describe("retry policy", () => {
-  const policy = { maxRetries: 3, baseDelayMs: 100, maxDelayMs: 300, maxRetryAfterMs: 5_000 };
-  it("honours Retry-After (seconds or a date), bounded; backs off exponentially otherwise", () => {
-    expect(parseRetryAfter("2", 0)).toBe(2000);
-    expect(parseRetryAfter("0.5", 0)).toBe(500);
-    expect(parseRetryAfter(new Date(10_000).toUTCString(), 7_000)).toBe(3000);
-    expect(parseRetryAfter("soon", 0)).toBeUndefined();
-    expect(retryDelayMs(policy, 0, 1500, 0.3)).toBe(1500);
-    expect(retryDelayMs(policy, 0, 6000, 0.3)).toBeNull();
-    expect(retryDelayMs(policy, 0, undefined, 0.999)).toBe(100);
-    expect(retryDelayMs(policy, 2, undefined, 0)).toBe(150);
-    expect(retryDelayMs(policy, 3, undefined, 0)).toBeNull();
+describe("retry policy: upstream's schedule", () => {
+  it("429/503: up to 6 retries, 1.5 s × the retry's number; a first-chunk error: up to 8, 2 s × n, one counter", () => {
+    const waits = (kind: "status" | "stream") =>
+      Array.from({ length: 10 }, (_, k) => retryDelayMs(DEFAULT_RETRY, kind, k));
+    expect(waits("status")).toEqual([1500, 3000, 4500, 6000, 7500, 9000, null, null, null, null]);
+    expect(waits("stream")).toEqual([2000, 4000, 6000, 8000, 10000, 12000, 14000, 16000, null, null]);
+    // Shared counter: after 6 status retries, a first-chunk error still has two left.
+    expect(retryDelayMs(DEFAULT_RETRY, "stream", 6)).toBe(14000);
+  });
+
+  it("a first chunk is retried when '\"error\"' or 'concurrency' is in its first 400 bytes", () => {
+    expect(firstChunkRetryable(Buffer.from('data: {"error":{"message":"x"}}\n\n'))).toBe(true);
+    expect(firstChunkRetryable(Buffer.from("data: too much concurrency\n\n"))).toBe(true);
+    expect(
+      firstChunkRetryable(Buffer.from('data: {"choices":[{"delta":{"content":"\\"error\\""}}]}\n\n')),
+    ).toBe(false);
+    expect(firstChunkRetryable(Buffer.from(`data: {"choices":[]}${" ".repeat(400)}"error"`))).toBe(false);
   });
 });
 

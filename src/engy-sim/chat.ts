@@ -1,0 +1,285 @@
+/**
+ * The simulator's chat-completions handler: validate the request, apply the fault plan, let the
+ * brain plan the turn, count tokens, and answer whole or as a stream at the profile's speed.
+ */
+import { createHash } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { performance } from "node:perf_hooks";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Logger } from "../log.js";
+import { planTurn } from "./brain.js";
+import type { PrefixCache } from "./cache.js";
+import { chatRequestSchema, maxTokensOf, normaliseMessages, toolNamesOf } from "./conversation.js";
+import {
+  type Fault,
+  FaultHeaderError,
+  type FaultSchedule,
+  mergeFaults,
+  parseFaultHeader,
+  type RequestFaults,
+} from "./faults.js";
+import { closedSignal, cutAfter, HttpError, invalid, readBody, sendError } from "./http.js";
+import type { SimProfile } from "./profile.js";
+import type { SimScenario } from "./scenarios.js";
+import { promptTokens, type Tokenizer } from "./tokens.js";
+import {
+  applyMaxTokens,
+  type Completion,
+  completionBody,
+  completionTokensOf,
+  type ErrorShape,
+  streamErrorEvent,
+  streamEvents,
+} from "./wire.js";
+
+export const FAULT_HEADER = "x-sim-fault";
+
+/** What the simulated provider billed one model: every answer it started, in full. */
+export interface BilledTokens {
+  requests: number;
+  prompt_tokens: number;
+  cached_tokens: number;
+  completion_tokens: number;
+}
+
+export interface EngySimStats {
+  /** Chat-completion requests that passed auth and the model check (faulted ones included). */
+  requests: number;
+  byModel: Record<string, number>;
+  /**
+   * The provider's side of the bill, per model: every request it answered with a 200 is billed its
+   * whole usage the moment it starts answering — also when the answer is cut, carries no usage, or
+   * the client leaves before the end. A 429/503 or a 500 is not billed.
+   */
+  billed: Record<string, BilledTokens>;
+}
+
+/** What the handler shares with the server: configuration and the state that outlives a request. */
+export interface ChatContext {
+  seed: number;
+  profile: SimProfile;
+  scenarios: SimScenario[];
+  faults: FaultSchedule;
+  cache: PrefixCache;
+  stats: EngySimStats;
+  log: Logger;
+  now: () => number;
+  /** Multiplies every latency. */
+  scale: number;
+  /** Requests served so far (the request id's counter). */
+  served: number;
+  tokenizer: Tokenizer;
+}
+
+const hex = (...parts: (string | number)[]) =>
+  createHash("sha256").update(parts.join("\u001f")).digest("hex");
+
+export async function handleChat(ctx: ChatContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const { seed, profile, scenarios, faults, cache, stats, log, now, scale, tokenizer: tk } = ctx;
+  let json: unknown;
+  try {
+    json = JSON.parse((await readBody(req)).toString("utf8"));
+  } catch (err) {
+    if (err instanceof HttpError) throw err;
+    throw invalid("request body is not valid JSON", "invalid_json");
+  }
+  const parsed = chatRequestSchema.safeParse(json);
+  if (!parsed.success) {
+    const why = parsed.error.issues.map((i) => `${i.path.join(".") || "(body)"}: ${i.message}`).join("; ");
+    throw invalid(why);
+  }
+  const body = parsed.data;
+  if (!profile.models[body.model])
+    throw new HttpError({
+      status: 404,
+      type: "invalid_request_error",
+      code: "model_not_found",
+      param: "model",
+      message: `The model \`${body.model}\` does not exist or you do not have access to it.`,
+    });
+  let headerFaults: Fault[] = [];
+  const header = req.headers[FAULT_HEADER];
+  if (typeof header === "string") {
+    try {
+      headerFaults = parseFaultHeader(header);
+    } catch (err) {
+      if (err instanceof FaultHeaderError) throw invalid(`${FAULT_HEADER}: ${err.message}`, err.code);
+      throw err;
+    }
+  }
+  stats.requests++;
+  stats.byModel[body.model] = (stats.byModel[body.model] ?? 0) + 1;
+  const requestId = `req_${hex(seed, "request", ++ctx.served).slice(0, 24)}`;
+  const f = mergeFaults([...headerFaults, ...faults.next(body.model)]);
+  const t0 = performance.now();
+  const until = async (at: number) => {
+    const wait = at - performance.now();
+    if (wait > 0) await sleep(wait, undefined, { signal: closedSignal(res) });
+  };
+  if (f.stallMs > 0) await until(t0 + f.stallMs);
+  const idHeader = { "x-engy-request-id": requestId };
+  if (f.status) {
+    const e: ErrorShape =
+      f.status.code === 429
+        ? {
+            status: 429,
+            type: "requests",
+            code: "rate_limit_exceeded",
+            message: "Rate limit reached for requests. Please retry after a short wait.",
+          }
+        : {
+            status: 503,
+            type: "server_error",
+            code: "service_unavailable",
+            message: "The engine is currently overloaded, please try again later.",
+          };
+    log.debug({ request_id: requestId, model: body.model, status: e.status }, "engy_sim.fault_status");
+    sendError(res, e, { ...idHeader, "retry-after": String(f.status.retryAfterS) });
+    return;
+  }
+
+  const model = profile.models[body.model]!;
+  const messages = normaliseMessages(body);
+  const plan = planTurn({
+    seed,
+    model: body.model,
+    profile,
+    scenarios,
+    messages,
+    toolNames: toolNamesOf(body),
+  });
+  const cut = applyMaxTokens(plan.content, plan.toolCalls, maxTokensOf(body), tk);
+  const id = `chatcmpl-${hex(seed, body.model, JSON.stringify(body.messages), JSON.stringify(body.tools ?? null), maxTokensOf(body) ?? "").slice(0, 24)}`;
+  const prompt = promptTokens(messages, body.tools ?? undefined, tk);
+  const cached = model.cache ? cache.lookupAndRecord(body.model, messages, body.tools ?? undefined, tk) : 0;
+  const completionTokens = completionTokensOf(cut.content, cut.toolCalls, tk);
+  // The provider's bill: a 200 answer is billed whole, whatever happens to it on the way.
+  if (!(f.error && body.stream !== true)) {
+    let b = stats.billed[body.model];
+    if (b === undefined) {
+      b = { requests: 0, prompt_tokens: 0, cached_tokens: 0, completion_tokens: 0 };
+      stats.billed[body.model] = b;
+    }
+    b.requests++;
+    b.prompt_tokens += prompt;
+    b.cached_tokens += cached;
+    b.completion_tokens += completionTokens;
+  }
+  const completion: Completion = {
+    id,
+    created: now(),
+    model: body.model,
+    requestId,
+    content: cut.content,
+    toolCalls: cut.toolCalls.map((tc, i) => ({ ...tc, id: `call_${hex(id, i).slice(0, 24)}` })),
+    finishReason: cut.truncated ? "length" : cut.toolCalls.length > 0 ? "tool_calls" : "stop",
+    usage: {
+      prompt_tokens: prompt,
+      completion_tokens: completionTokens,
+      total_tokens: prompt + completionTokens,
+      prompt_tokens_details: { cached_tokens: cached },
+    },
+  };
+  log.debug(
+    {
+      request_id: requestId,
+      model: body.model,
+      step: plan.step,
+      scenario: plan.scenario,
+      malformed: plan.malformed,
+      prompt_tokens: prompt,
+      cached_tokens: cached,
+      completion_tokens: completionTokens,
+      finish_reason: completion.finishReason,
+      stream: body.stream === true,
+      faults: describe(f),
+    },
+    "engy_sim.request",
+  );
+  const ttftAt = t0 + f.stallMs + model.ttft_ms * scale;
+  const msPerToken = (1000 / model.tokens_per_s) * scale;
+
+  if (body.stream !== true) {
+    if (f.error) {
+      await until(ttftAt);
+      sendError(
+        res,
+        {
+          status: 500,
+          type: "server_error",
+          code: "engy_internal_error",
+          message: "The server had an error while processing your request. Sorry about that!",
+        },
+        idHeader,
+      );
+      return;
+    }
+    const text = completionBody(completion, { usage: !f.noUsage });
+    await until(ttftAt + completionTokens * msPerToken);
+    res.writeHead(200, {
+      "content-type": "application/json",
+      "content-length": Buffer.byteLength(text),
+      ...idHeader,
+    });
+    if (f.cut) {
+      const bytes = Buffer.from(text);
+      cutAfter(res, bytes.subarray(0, Math.floor(bytes.length / 2)));
+      return;
+    }
+    if (f.dripMs > 0) {
+      const bytes = Buffer.from(text);
+      const start = performance.now();
+      for (let i = 0; i < bytes.length; i += 64) {
+        if (i > 0) await until(start + (i / 64) * f.dripMs);
+        res.write(bytes.subarray(i, i + 64));
+      }
+      res.end();
+      return;
+    }
+    res.end(text);
+    return;
+  }
+
+  const includeUsage = body.stream_options?.include_usage === true && !f.noUsage;
+  let events = streamEvents(completion, { usage: includeUsage, chunkChars: f.dripMs > 0 ? 4 : 32 });
+  let ending: "done" | "cut" | "error" = "done";
+  if (f.cut || f.error) {
+    const after = (f.cut ?? f.error)!.afterChunks ?? Math.floor(events.length / 2);
+    // A cut always lets at least the first chunk out: "headers, then nothing" is a stall, not a cut.
+    events = events.slice(0, Math.min(Math.max(after, f.cut ? 1 : 0), events.length - 1));
+    ending = f.cut ? "cut" : "error";
+  }
+  if (ending === "error") events.push(streamErrorEvent(requestId));
+  await until(ttftAt);
+  res.writeHead(200, {
+    "content-type": "text/event-stream; charset=utf-8",
+    "cache-control": "no-cache",
+    connection: "keep-alive",
+    ...idHeader,
+  });
+  const perEvent = events.length > 2 ? (completionTokens * msPerToken) / (events.length - 2) : 0;
+  const gap = Math.max(perEvent, f.dripMs);
+  if (gap === 0) {
+    // Zero-latency mode: one write, the cheapest thing the server can do.
+    if (ending === "cut") cutAfter(res, events.join(""));
+    else res.end(events.join(""));
+    return;
+  }
+  const start = performance.now();
+  for (const [i, e] of events.entries()) {
+    if (i > 0) await until(start + i * gap);
+    if (ending === "cut" && i === events.length - 1) cutAfter(res, e);
+    else res.write(e);
+  }
+  if (ending !== "cut") res.end();
+}
+
+function describe(f: RequestFaults): string | undefined {
+  const parts: string[] = [];
+  if (f.stallMs) parts.push(`stall=${f.stallMs}`);
+  if (f.dripMs) parts.push(`drip=${f.dripMs}`);
+  if (f.cut) parts.push("cut");
+  if (f.error) parts.push("error");
+  if (f.noUsage) parts.push("no_usage");
+  return parts.length ? parts.join(",") : undefined;
+}

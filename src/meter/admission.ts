@@ -1,0 +1,123 @@
+/**
+ * Upstream's admission rule, as its meter computes it (`reserve_for`, `cost_of`, the budget header):
+ * in IEEE doubles, the same operations in the same order, so a call is refused or clamped at exactly
+ * the point where upstream's validators refuse or clamp it. The episode keeps this "upstream view"
+ * ({cap, spent, reserved} in USD doubles) beside its exact pico-dollar ledger (ledger.ts): the view
+ * decides what is refused and clamped and what the budget header and /v1/budget say; the ledger is
+ * what the receipts and the cost report add up to. Pure.
+ */
+import type { PriceTable } from "./prices.js";
+
+/** A request without max_tokens is reserved (and capped) at this completion length. */
+export const DEFAULT_MAX_TOKENS = 8192;
+/** Fewer completion tokens than this fit → the call is refused (402) instead of clamped to uselessness. */
+export const MIN_MAX_TOKENS = 64;
+
+/** USD per token, as upstream's MODEL_PRICES holds them (the decimal `x.xxe-6` read as a double). */
+export interface FloatPrice {
+  prompt: number;
+  completion: number;
+  cacheRead: number;
+}
+
+export function floatPrices(table: PriceTable): Map<string, FloatPrice> {
+  const perToken = (usdPerMillion: number) => Number(`${usdPerMillion}e-6`);
+  const out = new Map<string, FloatPrice>();
+  for (const [model, p] of Object.entries(table.models))
+    out.set(model, {
+      prompt: perToken(p.prompt),
+      completion: perToken(p.completion),
+      cacheRead: perToken(p.cache_read),
+    });
+  return out;
+}
+
+/** An episode as upstream's meter sees it: USD doubles. */
+export interface UpstreamView {
+  cap: number;
+  spent: number;
+  reserved: number;
+  overshoot: number;
+}
+
+export const newView = (cap: number): UpstreamView => ({ cap, spent: 0, reserved: 0, overshoot: 0 });
+
+/** What is left for new reservations: cap − spent − reserved (negative after an overshoot). */
+export const viewRoom = (v: UpstreamView): number => v.cap - v.spent - v.reserved;
+
+export type Admission =
+  | { ok: true; reserved: number; maxTokens: number; clamped: boolean }
+  | { ok: false; room: number };
+
+/**
+ * `reserve_for`: the prompt at list price must be below the room; max_tokens (`want`) is lowered to
+ * what fits; fewer than 64 completion tokens is a refusal. One deliberate difference: a negative
+ * `want` (which the provider refuses anyway) reserves the prompt alone, where upstream's arithmetic
+ * would book a negative reservation and enlarge every other call's room.
+ */
+export function reserveFor(price: FloatPrice, promptTokens: number, want: number, room: number): Admission {
+  const promptUsd = promptTokens * price.prompt;
+  if (promptUsd >= room) return { ok: false, room };
+  const c = price.completion;
+  const fits = c > 0 ? Math.trunc((room - promptUsd) / c) : want;
+  if (fits < MIN_MAX_TOKENS) return { ok: false, room };
+  const clamped = fits < want;
+  const maxTokens = Math.min(want, fits);
+  return { ok: true, reserved: promptUsd + Math.max(maxTokens, 0) * c, maxTokens, clamped };
+}
+
+/** `cost_of`: (prompt − cached)·p + cached·c_read + completion·c, as upstream computes it (cached not bounded). */
+export function floatCost(price: FloatPrice, prompt: number, cached: number, completion: number): number {
+  return (prompt - cached) * price.prompt + cached * price.cacheRead + completion * price.completion;
+}
+
+/** Book a call's reservation (upstream: `reserved_usd += reserved`). */
+export function viewReserve(v: UpstreamView, reserved: number): void {
+  v.reserved += reserved;
+}
+
+/** Settle a call that returned (upstream: release, then book the cost; excess is overshoot). */
+export function viewSettle(v: UpstreamView, reserved: number, usd: number): void {
+  v.reserved = Math.max(0, v.reserved - reserved);
+  if (usd > reserved) v.overshoot += usd - reserved;
+  v.spent += usd;
+}
+
+/** The budget header's value before a call (stream, refusals, errors) … */
+export const remainingBefore = (v: UpstreamView): number => Math.max(0, v.cap - v.spent - v.reserved);
+/** … and after a non-stream call was booked (upstream leaves other calls' reservations out of it). */
+export const remainingAfter = (v: UpstreamView): number => Math.max(0, v.cap - v.spent);
+
+/**
+ * Python's `f"{x:.6f}"` for x ≥ 0: the exact binary value rounded to six decimals, ties to even.
+ * (toFixed rounds exact ties up; a tie shows as a 5 in the seventh decimal of toFixed(7).)
+ */
+export function pyFixed6(x: number): string {
+  const s7 = x.toFixed(7);
+  if (s7.charCodeAt(s7.length - 1) !== 0x35) return x.toFixed(6);
+  // Exact: x = m·2^e; compare the remainder of x·10^6 with one half.
+  const buf = new DataView(new ArrayBuffer(8));
+  buf.setFloat64(0, x);
+  const hi = buf.getUint32(0);
+  const lo = buf.getUint32(4);
+  const expBits = (hi >>> 20) & 0x7ff;
+  let mant = (BigInt(hi & 0xfffff) << 32n) | BigInt(lo);
+  let e: number;
+  if (expBits === 0) e = -1074;
+  else {
+    mant |= 1n << 52n;
+    e = expBits - 1075;
+  }
+  if (e >= 0) return x.toFixed(6);
+  const scaled = mant * 1_000_000n;
+  const shift = BigInt(-e);
+  let q = scaled >> shift;
+  const r = scaled - (q << shift);
+  const half = 1n << (shift - 1n);
+  if (r > half || (r === half && (q & 1n) === 1n)) q += 1n;
+  const digits = q.toString().padStart(7, "0");
+  return `${digits.slice(0, -6)}.${digits.slice(-6)}`;
+}
+
+/** Python's `round(x, 6)` for x ≥ 0 (JSON of /v1/budget). */
+export const pyRound6 = (x: number): number => Number(pyFixed6(x));
