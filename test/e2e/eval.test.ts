@@ -94,6 +94,7 @@ describe("eval (e2e)", () => {
     const args = ["examples/packs/advisers.json", "--suite", "quick", "--concurrency", "1", "--json"];
     // Kill once the first episode is final in SQLite, while the second one runs.
     const pids: number[] = [];
+    let finalBeforeKill: string | undefined;
     const killed = await evalCli(dataDir, args, (child) => {
       pids.push(child.pid!);
       const timer = setInterval(() => {
@@ -108,6 +109,16 @@ describe("eval (e2e)", () => {
           db.close();
           if (n >= 1 && running >= 1) {
             clearInterval(timer);
+            const db2 = new Database(join(dataDir, "validator.sqlite"), {
+              readonly: true,
+              fileMustExist: true,
+            });
+            finalBeforeKill = (
+              db2.prepare("SELECT scenario FROM episodes WHERE status = 'final' LIMIT 1").get() as {
+                scenario: string;
+              }
+            ).scenario;
+            db2.close();
             setTimeout(() => child.kill("SIGKILL"), 3000);
           }
         } catch {
@@ -134,8 +145,8 @@ describe("eval (e2e)", () => {
     expect(evals).toHaveLength(1);
     expect(evals[0]!.status).toBe("scored");
     // The episode finished before the kill was not run again; the interrupted one was.
-    const first = episodes[0]!;
-    expect(episodes.filter((e) => e.scenario === first.scenario)).toHaveLength(1);
+    expect(finalBeforeKill).toBeDefined();
+    expect(episodes.filter((e) => e.scenario === finalBeforeKill)).toHaveLength(1);
     expect(episodes.some((e) => e.status === "interrupted")).toBe(true);
     const verdict = JSON.parse(evals[0]!.verdict) as { score: number; scenarios: Array<{ quality: number }> };
     expect(verdict.score).toBe(reference[1]!.verdict!.score);
