@@ -7,6 +7,7 @@ import { homedir } from "node:os";
 import { resolve } from "node:path";
 import { z } from "zod";
 import { InputError } from "./errors.js";
+import { LOCKED_JUDGE_MODEL, LOCKED_LLM_BASE_URL, LOCKED_TESTEE_MODEL } from "./subnet.js";
 
 const bool = z
   .enum(["1", "0", "true", "false", "yes", "no", "on", "off", ""])
@@ -36,8 +37,10 @@ export const ENV_SCHEMA = {
     .default("info"),
   // LLM provider (Engy)
   LLM_API_KEY: optional(z.string().min(1)),
-  LLM_BASE_URL: url.default("https://api.engy.ai/v1"),
-  DEFAULT_MODEL: z.string().default("qwen3.8-27b"),
+  // The provider's endpoint and the testee default are locked in code (src/subnet.ts); these two
+  // replace them only in runs that can never vote (NETWORK=local, or the simulator).
+  OFFLINE_LLM_BASE_URL: optional(url),
+  OFFLINE_DEFAULT_MODEL: optional(z.string().min(1)),
   EPISODE_CAP_USD: num(0.000001, 1000).default(0.3),
   UPSTREAM_TIMEOUT_S: num(1, 3600).default(300),
   // Engy simulator (used when LLM_API_KEY is unset)
@@ -96,6 +99,18 @@ export const ENV_SCHEMA = {
 
 export type EnvName = keyof typeof ENV_SCHEMA;
 
+/**
+ * Upstream's operator variables for the models and endpoints, locked in code since PR #315
+ * (`_LOCKED_LLM_ENV_VARS`, plus our own `DEFAULT_MODEL`): read only to say they are ignored.
+ */
+export const LOCKED_ENV = [
+  "LLM_MODEL",
+  "LLM_BASE_URL",
+  "JUDGE_MODEL",
+  "JUDGE_BASE_URL",
+  "DEFAULT_MODEL",
+] as const;
+
 const envObject = z.object(ENV_SCHEMA);
 type Env = z.infer<typeof envObject>;
 
@@ -105,8 +120,15 @@ export interface Config {
   logLevel: Env["LOG_LEVEL"];
   llm: {
     apiKey: string | undefined;
+    /** The provider the meter forwards to: upstream's locked endpoint, unless an offline override. */
     baseUrl: string;
+    /** The testee default a pack without policy.py/policy.json is pinned to (the sidecar's DEFAULT_MODEL). */
     defaultModel: string;
+    /** Upstream's locked judge (reported with every score; nothing here calls it). */
+    judgeModel: string;
+    judgeBaseUrl: string;
+    /** true when OFFLINE_LLM_BASE_URL or OFFLINE_DEFAULT_MODEL replaced a locked value. */
+    unlocked: boolean;
     episodeCapUsd: number;
     upstreamTimeoutMs: number;
     /** true when no key is set: the in-process Engy simulator stands in. */
@@ -163,6 +185,8 @@ export interface Config {
   status: { host: string; port: number; degradedAfterMs: number };
   /** python3 for running policies on the host; undefined → probe /usr/bin/python3, then python3. */
   policy: { python: string | undefined };
+  /** Locked variables set in the environment, ignored (see lockedEnvWarning). */
+  ignoredEnv: string[];
 }
 
 const ENDPOINTS: Record<Env["NETWORK"], string> = {
@@ -188,17 +212,29 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   const e = parsed.data;
   const dataDir = resolve(expandHome(e.DATA_DIR));
+  const simulated = e.LLM_API_KEY === undefined;
+  const unlocked = e.OFFLINE_LLM_BASE_URL !== undefined || e.OFFLINE_DEFAULT_MODEL !== undefined;
+  // A vote must be made on the models every other validator uses: the override is for runs that
+  // can never vote (a local chain, or the simulator standing in for the provider).
+  if (unlocked && e.NETWORK !== "local" && !simulated)
+    throw new InputError(
+      "invalid_config",
+      `invalid environment: OFFLINE_LLM_BASE_URL and OFFLINE_DEFAULT_MODEL are for runs that cannot vote; on ${e.NETWORK} with LLM_API_KEY set the models and endpoint are locked (unset them, or set NETWORK=local)`,
+    );
   return {
     dataDir,
     dbPath: resolve(dataDir, "validator.sqlite"),
     logLevel: e.LOG_LEVEL,
     llm: {
       apiKey: e.LLM_API_KEY,
-      baseUrl: e.LLM_BASE_URL.replace(/\/+$/, ""),
-      defaultModel: e.DEFAULT_MODEL,
+      baseUrl: (e.OFFLINE_LLM_BASE_URL ?? LOCKED_LLM_BASE_URL).replace(/\/+$/, ""),
+      defaultModel: e.OFFLINE_DEFAULT_MODEL ?? LOCKED_TESTEE_MODEL,
+      judgeModel: LOCKED_JUDGE_MODEL,
+      judgeBaseUrl: LOCKED_LLM_BASE_URL,
+      unlocked,
       episodeCapUsd: e.EPISODE_CAP_USD,
       upstreamTimeoutMs: Math.round(e.UPSTREAM_TIMEOUT_S * 1000),
-      simulated: e.LLM_API_KEY === undefined,
+      simulated,
     },
     sim: { seed: e.ENGY_SIM_SEED, profilePath: e.ENGY_SIM_PROFILE, latencyScale: e.ENGY_SIM_LATENCY_SCALE },
     meter: { port: e.METER_PORT, host: e.METER_HOST },
@@ -242,7 +278,17 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     status: { host: e.STATUS_HOST, port: e.STATUS_PORT, degradedAfterMs: e.DEGRADED_AFTER_S * 1000 },
     policy: { python: e.TRAJRL_PYTHON },
+    ignoredEnv: LOCKED_ENV.filter((name) => (env[name]?.trim() ?? "") !== ""),
   };
+}
+
+/**
+ * The warning for locked variables an operator set (upstream's `_warn_ignored_llm_env`), or null.
+ * Names every one of them and says they are ignored.
+ */
+export function lockedEnvWarning(c: Pick<Config, "ignoredEnv" | "llm">): string | null {
+  if (c.ignoredEnv.length === 0) return null;
+  return `Ignored operator env ${c.ignoredEnv.join(", ")}: the testee model and inference endpoint are locked in code for the whole validator fleet (testee ${c.llm.defaultModel}, ${c.llm.baseUrl}, judge ${c.llm.judgeModel}); only LLM_API_KEY is operator-supplied`;
 }
 
 /** An environment variable named at run time (`policy serve --token-env NAME`); empty → undefined. */

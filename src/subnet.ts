@@ -6,5 +6,6 @@
 export const LOCKED_TESTEE_MODEL = "qwen3.8-27b";
 export const LOCKED_JUDGE_MODEL = "glm-5.2";
 export const LOCKED_LLM_BASE_URL = "https://api.engy.ai/v1";
-/** What every score, heartbeat and progress report names as the agent's model. */
-export const LOCKED_LLM_MODEL_LABEL = `policy:auto (default ${LOCKED_TESTEE_MODEL})`;
+/** What every score, heartbeat and progress report names as the agent's model (upstream's f-string). */
+export const llmModelLabel = (testee: string): string => `policy:auto (default ${testee})`;
+export const LOCKED_LLM_MODEL_LABEL = llmModelLabel(LOCKED_TESTEE_MODEL);

@@ -16,7 +16,7 @@
  */
 import { join } from "node:path";
 import { type ChainClient, type Hotkey, loadHotkey, PolkadotChainClient } from "../chain/index.js";
-import type { Config } from "../config.js";
+import { type Config, lockedEnvWarning } from "../config.js";
 import { InfraError, InputError, toValidatorError, ValidatorError } from "../errors.js";
 import { SHUTDOWN } from "../evaluation/index.js";
 import type { Logger } from "../log.js";
@@ -80,6 +80,18 @@ export function benchFor(c: Config): "builtin" | "registry" {
   return bench;
 }
 
+/**
+ * The models a vote is made on are upstream's, locked in code: the offline overrides (tests, local
+ * rehearsals) never reach a daemon on a real network, with or without a provider key.
+ */
+export function assertLockedModels(c: Config): void {
+  if (c.llm.unlocked && c.chain.network !== "local")
+    throw new InputError(
+      "offline_override_on_subnet",
+      `OFFLINE_LLM_BASE_URL / OFFLINE_DEFAULT_MODEL cannot be used on ${c.chain.network}: every validator runs the locked models and endpoint (unset them, or set NETWORK=local to rehearse)`,
+    );
+}
+
 export class Daemon {
   readonly live: LiveStatus;
   private readonly config: Config;
@@ -134,6 +146,9 @@ export class Daemon {
     this.state = "starting";
     const c = this.config;
     try {
+      assertLockedModels(c);
+      const ignored = lockedEnvWarning(c);
+      if (ignored) this.log.warn({ ignored: c.ignoredEnv, reason: ignored }, "config.locked_env_ignored");
       this.hotkey =
         this.opts.hotkey ??
         (await loadHotkey({

@@ -7,7 +7,7 @@
  * and the bench's digests and identity.
  */
 import type { ScoreVerdict } from "../platform/index.js";
-import { LOCKED_JUDGE_MODEL, LOCKED_LLM_BASE_URL, LOCKED_LLM_MODEL_LABEL } from "../subnet.js";
+import { LOCKED_JUDGE_MODEL, llmModelLabel } from "../subnet.js";
 import type { ScenarioVerdict, Verdict } from "./types.js";
 import { round4 } from "./verdict.js";
 
@@ -40,9 +40,10 @@ function judgeOf(s: ScenarioVerdict, v: Verdict): Record<string, unknown> {
 export function toScoreVerdict(v: Verdict): ScoreVerdict {
   const bench = v.provenance.bench;
   const meta = {
-    llm_base_url: v.provenance.llm.simulated ? v.provenance.llm.baseUrl : LOCKED_LLM_BASE_URL,
+    // The locked endpoint on the subnet (src/config.ts); a local run's override or the simulator is named as such.
+    llm_base_url: v.provenance.llm.baseUrl,
     // The agent's model is `auto`: the policy behind the sidecar decides what answers.
-    llm_model: LOCKED_LLM_MODEL_LABEL,
+    llm_model: llmModelLabel(v.provenance.llm.defaultModel),
     judge_model: LOCKED_JUDGE_MODEL,
     ...(bench?.benchImageHash ? { bench_image_hash: bench.benchImageHash } : {}),
     ...(bench?.harnessImageHash ? { harness_image_hash: bench.harnessImageHash } : {}),

@@ -1,6 +1,6 @@
 /**
  * Faults during an evaluation, through the real pipeline (meter, sandbox, episodes, SQLite) against
- * the Engy simulator served as if it were the provider (LLM_BASE_URL = the simulator, so this is the
+ * the Engy simulator served as if it were the provider (OFFLINE_LLM_BASE_URL = the simulator, so this is the
  * production path): 429/503 storms, stalls, cut streams and missing usage; SQLite held locked by
  * another connection; the artifacts folder full. For each, what the validator does is asserted, and
  * nothing is lost or counted twice: one evaluation row, one final episode per scenario, receipts
@@ -41,7 +41,9 @@ beforeAll(async () => {
   const config = loadConfig({
     DATA_DIR: dataDir,
     LLM_API_KEY: "sim-key",
-    LLM_BASE_URL: sim.url,
+    // The provider's endpoint is locked on the subnet; a local network may point it elsewhere.
+    NETWORK: "local",
+    OFFLINE_LLM_BASE_URL: sim.url,
     EVAL_CONCURRENCY: "2",
     SCENARIOS_DIR: SCENARIOS_DIR,
   });

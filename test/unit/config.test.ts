@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { ENV_SCHEMA, loadConfig } from "../../src/config.js";
+import { ENV_SCHEMA, LOCKED_ENV, loadConfig, lockedEnvWarning } from "../../src/config.js";
+import { assertLockedModels } from "../../src/daemon/index.js";
 
 describe("config", () => {
   it("has defaults for an empty environment, simulator on", () => {
@@ -57,14 +58,85 @@ describe("config", () => {
     );
   });
 
+  // Upstream's tests/test_config.py (59c1007e), case for case: the models and endpoints are locked.
+  describe("models and endpoints locked in code", () => {
+    const key = { LLM_API_KEY: "sk-operator-secret" };
+    it("LLM_MODEL (and our DEFAULT_MODEL) override is ignored", () => {
+      expect(loadConfig({ ...key, LLM_MODEL: "operator-picked-other-model" }).llm.defaultModel).toBe(
+        "qwen3.8-27b",
+      );
+      expect(loadConfig({ ...key, DEFAULT_MODEL: "kimi-k3" }).llm.defaultModel).toBe("qwen3.8-27b");
+    });
+    it("LLM_BASE_URL override is ignored", () => {
+      expect(loadConfig({ ...key, LLM_BASE_URL: "https://openrouter.ai/api/v1" }).llm.baseUrl).toBe(
+        "https://api.engy.ai/v1",
+      );
+    });
+    it("JUDGE_MODEL override is ignored, and the judge is not the testee", () => {
+      const c = loadConfig({ ...key, JUDGE_MODEL: "operator-picked-judge-model" });
+      expect(c.llm.judgeModel).toBe("glm-5.2");
+      expect(c.llm.judgeModel).not.toBe(c.llm.defaultModel);
+    });
+    it("JUDGE_BASE_URL override is ignored", () => {
+      expect(loadConfig({ ...key, JUDGE_BASE_URL: "https://openrouter.ai/api/v1" }).llm.judgeBaseUrl).toBe(
+        "https://api.engy.ai/v1",
+      );
+    });
+    it("LLM_API_KEY is still read from the environment", () => {
+      expect(loadConfig(key).llm.apiKey).toBe("sk-operator-secret");
+    });
+    it("warns, naming each locked variable that was set, that it is ignored", () => {
+      const c = loadConfig({ ...key, LLM_MODEL: "operator-picked-other-model", JUDGE_BASE_URL: "x" });
+      expect(c.ignoredEnv).toEqual(["LLM_MODEL", "JUDGE_BASE_URL"]);
+      const w = lockedEnvWarning(c)!;
+      expect(w).toContain("LLM_MODEL");
+      expect(w).toContain("JUDGE_BASE_URL");
+      expect(w.toLowerCase()).toContain("ignored");
+      expect(lockedEnvWarning(loadConfig(key))).toBeNull();
+      expect(loadConfig({ ...key, LLM_MODEL: "  " }).ignoredEnv).toEqual([]);
+    });
+    it("a pack of SKILL.md alone is pinned to qwen3.8-27b on every network", () => {
+      for (const NETWORK of ["finney", "test", "local"])
+        expect(loadConfig({ ...key, NETWORK, DEFAULT_MODEL: "glm-5.3-flash" }).llm.defaultModel).toBe(
+          "qwen3.8-27b",
+        );
+    });
+    it("the offline override applies only where no vote can come of it", () => {
+      const local = loadConfig({
+        ...key,
+        NETWORK: "local",
+        OFFLINE_LLM_BASE_URL: "http://127.0.0.1:9/v1/",
+        OFFLINE_DEFAULT_MODEL: "kimi-k3",
+      });
+      expect(local.llm).toMatchObject({
+        baseUrl: "http://127.0.0.1:9/v1",
+        defaultModel: "kimi-k3",
+        unlocked: true,
+      });
+      expect(() => assertLockedModels(local)).not.toThrow();
+      // The simulator (no key) may pick its pin model for a dry run, but a daemon on a real network refuses.
+      const sim = loadConfig({ OFFLINE_DEFAULT_MODEL: "kimi-k3" });
+      expect(sim.llm.defaultModel).toBe("kimi-k3");
+      expect(() => assertLockedModels(sim)).toThrow(/cannot be used on finney/);
+      // With a key on the subnet the override stops the start, naming it.
+      for (const NETWORK of ["finney", "test"])
+        expect(() => loadConfig({ ...key, NETWORK, OFFLINE_LLM_BASE_URL: "http://127.0.0.1:9/v1" })).toThrow(
+          /OFFLINE_LLM_BASE_URL.*cannot vote/,
+        );
+      expect(loadConfig(key).llm.unlocked).toBe(false);
+    });
+  });
+
   it("every variable is documented in .env.validator.example", () => {
     const example = readFileSync(new URL("../../.env.validator.example", import.meta.url), "utf8");
     for (const name of Object.keys(ENV_SCHEMA))
       expect(example, name).toMatch(new RegExp(`^#? ?${name}=`, "m"));
+    for (const name of LOCKED_ENV) expect(example, name).toContain(name);
   });
 
   it("every variable has a row in the README's configuration table", () => {
     const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
     for (const name of Object.keys(ENV_SCHEMA)) expect(readme, name).toContain(`| \`${name}\` |`);
+    for (const name of LOCKED_ENV) expect(readme, name).toContain(`\`${name}\``);
   });
 });
