@@ -12,7 +12,10 @@ export interface AgentEndFacts {
   killedBy?: KillReason;
   /** How the policy sidecar ended when it died under the running agent (killedBy "policy_exited"). */
   policyExit?: { exitCode: number; oomKilled: boolean };
-  /** The meter held a reservation (a call in flight upstream) when the watchdog fired. */
+  /**
+   * The meter held a reservation (a call in flight upstream) when the agent was stopped. Logged;
+   * it changes no attribution: upstream's watchdog counts completed calls only, and so does ours.
+   */
   inflightAtKill?: boolean;
   exitCode: number | undefined;
   oomKilled: boolean;
@@ -66,19 +69,18 @@ export function attributeAgentEnd(f: AgentEndFacts): EpisodeFailure | undefined 
       code: "agent_timeout",
       message: "the agent ran out of time ([agent].timeout_sec)",
     };
-  if (f.killedBy === "watchdog_no_call" || f.killedBy === "watchdog_idle") {
-    const what =
-      f.killedBy === "watchdog_no_call"
-        ? "no metered call completed after the agent started"
-        : "no metered call completed for too long";
-    return f.inflightAtKill
-      ? {
-          class: "upstream",
-          code: "upstream_stalled",
-          message: `${what}; a call was waiting on the provider`,
-        }
-      : { class: "policy", code: "policy_stalled", message: `${what}; the policy did not call the model` };
-  }
+  // Upstream's policy-stall watchdog: the policy's, whatever was in flight (a call that never
+  // completes inside the window is the policy's choice of model and request as much as the
+  // provider's), and the verifier grades what the agent wrote before it was stopped.
+  if (f.killedBy === "watchdog_no_call" || f.killedBy === "watchdog_idle")
+    return {
+      class: "policy",
+      code: "policy_stalled",
+      message:
+        f.killedBy === "watchdog_no_call"
+          ? "no metered call completed within the first-call window after the agent started; the agent was stopped"
+          : "no metered call completed within the idle window; the agent was stopped",
+    };
   switch (f.summaryReason) {
     case "completed":
     case "max_turns":

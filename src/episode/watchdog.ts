@@ -1,11 +1,34 @@
 /**
- * The policy-stall watchdog: an agent whose policy completes no metered call within
- * `firstCallMs` of the agent's start, or none for `idleMs`, is stopped (upstream's
- * POLICY_FIRST_CALL_S / POLICY_IDLE_S). Monotonic time throughout.
+ * The policy-stall watchdog, as upstream's (sandbox_harness.py `_policy_stalled`): while the agent
+ * runs, a policy whose meter token has completed no call `firstCallMs` after the agent started
+ * (POLICY_FIRST_CALL_S, 120 s), or none for `idleMs` since its last completed call (POLICY_IDLE_S,
+ * 600 s), has the agent stopped; the episode is `policy_stalled` and the verifier still grades what
+ * was written. What counts is the meter's `calls` (src/meter `Activity`): every forwarded call once
+ * it has settled, whatever the provider answered (a 5xx, a timeout, a cut stream); refusals before
+ * forwarding (allowlist, cap, a malformed body) are not calls. Once the token has any call, the idle
+ * rule alone applies — a call completed while the sidecar booted counts, as upstream's token is
+ * minted before its sidecar starts. Monotonic time throughout (upstream reads the wall clock for the
+ * idle rule; a clock step cannot trip or hold ours).
  */
 import type { KillReason } from "./attribution.js";
 import { sleep } from "./deadline.js";
 import type { EpisodeMeter } from "./types.js";
+
+/** The watchdog's verdict at one instant (pure): trip with a reason, or the ms until it could. */
+export function stallCheck(
+  a: { calls: number; lastCompletedAt?: number },
+  agentStart: number,
+  now: number,
+  firstCallMs: number,
+  idleMs: number,
+): { trip: KillReason } | { waitMs: number } {
+  if (a.calls === 0 || a.lastCompletedAt === undefined) {
+    const left = agentStart + firstCallMs - now;
+    return left < 0 ? { trip: "watchdog_no_call" } : { waitMs: left };
+  }
+  const left = a.lastCompletedAt + idleMs - now;
+  return left < 0 ? { trip: "watchdog_idle" } : { waitMs: left };
+}
 
 /** Resolve with the watchdog's reason when the agent must be killed for lack of metered calls. */
 export async function watchdog(
@@ -18,20 +41,14 @@ export async function watchdog(
   signal: AbortSignal,
 ): Promise<KillReason | undefined> {
   while (!signal.aborted) {
-    const now = performance.now();
-    let last: number | undefined;
+    let check: ReturnType<typeof stallCheck>;
     try {
-      const a = meter.lastActivity(token);
-      last =
-        a.lastCompletedAt !== undefined && a.lastCompletedAt >= agentStart ? a.lastCompletedAt : undefined;
+      check = stallCheck(meter.lastActivity(token), agentStart, performance.now(), firstCallMs, idleMs);
     } catch {
       return undefined;
     }
-    if (last === undefined && now - agentStart > firstCallMs) return "watchdog_no_call";
-    if (last !== undefined && now - last > idleMs) return "watchdog_idle";
-    const nextCheck =
-      last === undefined ? agentStart + firstCallMs - now : Math.min(last + idleMs - now, pollMs);
-    await sleep(Math.max(10, Math.min(pollMs, nextCheck + 5)), signal).catch(() => undefined);
+    if ("trip" in check) return check.trip;
+    await sleep(Math.max(10, Math.min(pollMs, check.waitMs + 5)), signal).catch(() => undefined);
   }
   return undefined;
 }

@@ -93,14 +93,14 @@ describe("failure attribution", () => {
     });
   });
 
-  it("the watchdog blames the provider only when a call was waiting on it", () => {
+  it("the watchdog's stop is the policy's (upstream's policy_stalled), a call in flight or not", () => {
     expect(attributeAgentEnd({ ...base, killedBy: "watchdog_no_call" })).toMatchObject({
       class: "policy",
       code: "policy_stalled",
     });
     expect(attributeAgentEnd({ ...base, killedBy: "watchdog_idle", inflightAtKill: true })).toMatchObject({
-      class: "upstream",
-      code: "upstream_stalled",
+      class: "policy",
+      code: "policy_stalled",
     });
   });
 
