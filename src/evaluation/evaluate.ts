@@ -21,10 +21,13 @@ import type {
 import {
   backoffMs,
   buildVerdict,
+  chargedToPack,
   type Disposition,
   discardReason,
   dispose,
+  followsThePack,
   MAX_ATTEMPTS,
+  retryReason,
   scenarioVerdict,
 } from "./verdict.js";
 
@@ -78,6 +81,12 @@ export function newEvaluationId(): string {
 
 const nowIso = () => new Date().toISOString();
 
+/** Upstream's `timed_out`: the agent was stopped by its deadline or the policy-stall watchdog. */
+function timedOutOf(o: EpisodeOutcome): boolean {
+  const k = o.agent?.killedBy;
+  return k === "deadline" || k === "watchdog_no_call" || k === "watchdog_idle";
+}
+
 function failedOutcome(scenario: string, err: unknown): EpisodeOutcome {
   const e = toValidatorError(err, "episode_crashed");
   return {
@@ -125,13 +134,17 @@ export async function evaluate(o: EvaluateOptions): Promise<EvaluationResult> {
 
   // What a previous process finished is kept; what it left running is re-run.
   const done = new Map<string, Settled>();
-  const history = new Map<string, { rows: number; retries: number }>();
+  // Per scenario: rows so far, re-runs so far, and the outcomes of those re-runs (the pack-following rule reads them).
+  const history = new Map<string, { rows: number; retries: number; tries: EpisodeOutcome[] }>();
   if (resumed) {
     const interrupted = o.repo.interruptRunning(evaluationId);
-    for (const row of o.repo.episodes(evaluationId)) {
-      const h = history.get(row.scenario) ?? { rows: 0, retries: 0 };
+    for (const row of [...o.repo.episodes(evaluationId)].sort((a, b) => a.attempt - b.attempt)) {
+      const h = history.get(row.scenario) ?? { rows: 0, retries: 0, tries: [] };
       h.rows = Math.max(h.rows, row.attempt);
-      if (row.status === "retry") h.retries++;
+      if (row.status === "retry") {
+        h.retries++;
+        if (row.outcome) h.tries.push(row.outcome as EpisodeOutcome);
+      }
       history.set(row.scenario, h);
       if ((row.status === "final" || row.status === "unresolved") && row.outcome) {
         done.set(row.scenario, {
@@ -165,14 +178,16 @@ export async function evaluate(o: EvaluateOptions): Promise<EvaluationResult> {
         spentUsd: d.outcome.costUsd,
         elapsedMs: d.outcome.timings.totalMs,
         quality: d.outcome.quality,
+        timedOut: timedOutOf(d.outcome),
       });
     } else emit({ scenario: s, phase: "queued", attempt: 0, spentUsd: 0, elapsedMs: 0 });
   }
 
   const runScenario = async (scenario: string): Promise<Settled> => {
-    const h = history.get(scenario) ?? { rows: 0, retries: 0 };
+    const h = history.get(scenario) ?? { rows: 0, retries: 0, tries: [] };
     let row = h.rows;
     let retries = h.retries;
+    const tries = [...h.tries];
     const t0 = performance.now();
     while (true) {
       signal.throwIfAborted();
@@ -207,7 +222,16 @@ export async function evaluate(o: EvaluateOptions): Promise<EvaluationResult> {
         o.repo.finishEpisode(episodeId, signal.reason === SHUTDOWN ? "interrupted" : "aborted", null);
         signal.throwIfAborted();
       }
-      const disposition = dispose(outcome, attempt, maxAttempts);
+      let disposition = dispose(outcome, attempt, maxAttempts);
+      tries.push(outcome);
+      if (disposition === "unresolved") {
+        const packs = followsThePack(tries, maxAttempts);
+        if (packs) {
+          outcome = chargedToPack(outcome, packs);
+          disposition = "final";
+          elog.warn({ code: packs.code, attempts: tries.length }, "episode.charged_to_pack");
+        }
+      }
       o.repo.finishEpisode(episodeId, disposition, outcome);
       elog.info(
         {
@@ -221,7 +245,7 @@ export async function evaluate(o: EvaluateOptions): Promise<EvaluationResult> {
       );
       if (disposition === "retry") {
         retries++;
-        const wait = backoffMs(retries, o.backoffScale ?? 1);
+        const wait = backoffMs(retries, o.backoffScale ?? 1, retryReason(outcome));
         emit({
           scenario,
           phase: "retrying",
@@ -237,9 +261,11 @@ export async function evaluate(o: EvaluateOptions): Promise<EvaluationResult> {
         scenario,
         phase: outcome.status === "scored" ? "done" : "failed",
         attempt,
+        // The meter's spend on this episode, and this episode's own duration (as upstream reports them).
         spentUsd: outcome.costUsd,
-        elapsedMs: performance.now() - t0,
+        elapsedMs: outcome.timings.totalMs > 0 ? outcome.timings.totalMs : performance.now() - t0,
         quality: outcome.quality,
+        timedOut: timedOutOf(outcome),
         ...(outcome.failure ? { failure: outcome.failure } : {}),
       });
       return { scenario, outcome, disposition, attempts: attempt, episodeId };
@@ -292,7 +318,7 @@ export async function evaluate(o: EvaluateOptions): Promise<EvaluationResult> {
   });
 
   const finals = o.scenarios.map((s) => done.get(s)!);
-  const discard = discardReason(finals);
+  const discard = discardReason(finals, maxAttempts);
   if (discard) {
     o.repo.finish(evaluationId, "discarded", discard.code, { code: discard.code, message: discard.message });
     log.error(discard, "evaluation.discarded");

@@ -22,12 +22,17 @@ export type * from "./types.js";
 export {
   backoffMs,
   buildVerdict,
+  chargedToPack,
   type Disposition,
   discardReason,
   dispose,
+  followsThePack,
+  looksLikeProviderFailure,
   MAX_ATTEMPTS,
   mergeUsage,
   rejectionVerdict,
+  retryReason,
   round4,
   scenarioVerdict,
+  TRUNCATED,
 } from "./verdict.js";

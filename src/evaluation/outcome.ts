@@ -52,6 +52,7 @@ export function outcomeOf(r: EpisodeResult): EpisodeOutcome {
     byModel: usageOf(r.by_model),
     billedCalls: billedCalls(r.usage),
     truncatedBeforeToolCall: r.truncated_before_tool_call,
+    agent: { exitCode: r.agent.exit_code, killedBy: r.agent.killed_by },
     timings: {
       setupMs: Math.round(r.timings.images_ms + r.timings.setup_ms),
       agentMs: Math.round(r.timings.agent_ms),

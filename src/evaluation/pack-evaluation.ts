@@ -46,6 +46,8 @@ export interface PackEvaluationRequest {
   backoffScale?: number;
   /** Image builds and pulls while the bench is prepared. */
   onBenchProgress?: (p: BenchProgress) => void;
+  /** The bench is ready: the spec the evaluation runs, its cap and the bench's identity. */
+  onPrepared?: (p: { spec: number; capUsd: number; bench: BenchFacts }) => void;
 }
 
 export type PackEvaluation = EvaluationResult;
@@ -184,6 +186,11 @@ export async function evaluatePack(
     ...(prepared.provenance.harnessName ? { harnessName: prepared.provenance.harnessName } : {}),
     ...(prepared.provenance.harnessVersion ? { harnessVersion: prepared.provenance.harnessVersion } : {}),
   };
+  try {
+    req.onPrepared?.({ spec, capUsd, bench });
+  } catch (err) {
+    env.log.warn({ err: (err as Error).message }, "evaluation.on_prepared_failed");
+  }
   const policyScan = scanOf(pack.policyFiles, names, env);
   const provenance = () => provenanceOf(env, capUsd, concurrency, { ...suite, bench, policyScan });
   const byName = new Map(prepared.scenarios.map((s) => [s.name, s]));

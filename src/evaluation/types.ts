@@ -38,6 +38,13 @@ export interface EpisodeOutcome {
   billedCalls: number;
   /** The model's turn was cut off by the provider before any tool call ran (infra-incomplete). */
   truncatedBeforeToolCall: boolean;
+  /**
+   * How the agent ended (upstream's `chat_exit` / `timed_out`): its exit status (null when it was
+   * stopped, never ran, or is unknown) and what stopped it. Absent on outcomes stored before it existed.
+   */
+  agent?: { exitCode: number | null; killedBy: string | null };
+  /** The scenario's upstream/infra failure followed the pack through every re-run (verdict.ts followsThePack). */
+  chargedToPack?: boolean;
   timings: { setupMs: number; agentMs: number; verifyMs: number; totalMs: number };
   imageDigests: Record<string, string>;
   artifactsDir?: string;
@@ -155,6 +162,8 @@ export interface EvaluationEvent {
   elapsedMs: number;
   quality?: number;
   failure?: EpisodeFailure;
+  /** On done/failed: the agent was stopped by its deadline or the policy-stall watchdog (upstream's timed_out). */
+  timedOut?: boolean;
 }
 
 /** Who watches an evaluation as it runs (the status page's LiveStatus satisfies it). */

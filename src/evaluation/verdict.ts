@@ -1,27 +1,83 @@
 /**
- * Pure rules of an evaluation: what to do with an episode's outcome, and how outcomes become a verdict.
- * Upstream and infra faults never score against a miner: they are retried, and what stays unresolved
- * discards the run instead of counting as 0.
+ * Pure rules of an evaluation: what to do with an episode's outcome, and how outcomes become a
+ * verdict or a discard. The rules, and where they differ from upstream's, are in ./README.md.
  */
-import type { EpisodeOutcome, ModelUsage, Provenance, ScenarioVerdict, Verdict } from "./types.js";
+import type {
+  EpisodeFailure,
+  EpisodeOutcome,
+  ModelUsage,
+  Provenance,
+  ScenarioVerdict,
+  Verdict,
+} from "./types.js";
 
-export const MAX_ATTEMPTS = 4; // the first run + 3 re-runs
+export const MAX_ATTEMPTS = 4; // the first run + 3 re-runs (upstream's scenario_incomplete_max_retries = 3)
 
 export type Disposition = "final" | "retry" | "unresolved";
 
-export function dispose(outcome: EpisodeOutcome, attempt: number, maxAttempts = MAX_ATTEMPTS): Disposition {
-  const ourFault =
-    outcome.truncatedBeforeToolCall ||
-    (outcome.failure !== undefined &&
-      (outcome.failure.class === "upstream" || outcome.failure.class === "infra"));
-  if (!ourFault) return "final";
-  return attempt < maxAttempts ? "retry" : "unresolved";
+/** The re-run reason of a truncation: the model cut off before the agent's first tool call. */
+export const TRUNCATED = "truncated_before_tool_call";
+
+/**
+ * Codes only the validator's side produces, whatever the pack does: never charged to a pack.
+ * (engine_restarted: the Docker engine went away; sidecar_killed: a kill we did not send; aborted:
+ * our own shutdown.)
+ */
+const VALIDATOR_ONLY = new Set(["engine_restarted", "sidecar_killed", "aborted"]);
+
+/** Why an outcome is not a result yet (an upstream/infra failure's code, or a truncation), else null. */
+export function retryReason(outcome: EpisodeOutcome): string | null {
+  const f = outcome.failure;
+  if (f !== undefined && (f.class === "upstream" || f.class === "infra")) return f.code;
+  return outcome.truncatedBeforeToolCall ? TRUNCATED : null;
 }
 
-/** Growing back-off between re-runs of one scenario: 2 s, 8 s, 30 s (scaled for tests). */
-export function backoffMs(attempt: number, scale = 1): number {
+export function dispose(outcome: EpisodeOutcome, attempt: number, maxAttempts = MAX_ATTEMPTS): Disposition {
+  const why = retryReason(outcome);
+  if (why === null) return "final";
+  if (attempt < maxAttempts) return "retry";
+  // Upstream keeps the last truncated episode as the scenario's result (_retry_episode_on_incomplete).
+  return why === TRUNCATED ? "final" : "unresolved";
+}
+
+/**
+ * Back-off before re-run `attempt` (1-based) of one scenario, scaled for tests. A truncation waits
+ * as upstream waits for a provider's rate-limit window to pass (20 s × 3ᵏ: 20, 60, 180 s); other
+ * re-runs 2, 8, 30 s.
+ */
+export function backoffMs(attempt: number, scale = 1, reason?: string | null): number {
+  const k = Math.max(0, attempt - 1);
+  if (reason === TRUNCATED) return Math.round(20_000 * 3 ** Math.min(k, 2) * scale);
   const table = [2_000, 8_000, 30_000];
-  return Math.round((table[Math.min(attempt - 1, table.length - 1)] ?? 30_000) * scale);
+  return Math.round((table[Math.min(k, table.length - 1)] ?? 30_000) * scale);
+}
+
+/**
+ * Issue 20 item 8: a failure that follows the pack across re-runs is the pack's. Every attempt of
+ * the scenario (all `maxAttempts` of them) ended with the same upstream/infra code, and in each the
+ * meter saw the provider answer this pack's policy with a bill: the provider was up and the pack's
+ * policy was in control when the failure came, every time. Then the scenario is charged to the pack
+ * as a policy fault (quality 0) instead of discarding the run. Codes only our side produces never
+ * qualify; neither does a truncation (kept as it came, as upstream keeps it).
+ */
+export function followsThePack(
+  attempts: readonly EpisodeOutcome[],
+  maxAttempts = MAX_ATTEMPTS,
+): EpisodeFailure | null {
+  if (attempts.length < maxAttempts || attempts.length === 0) return null;
+  const code = retryReason(attempts[0]!);
+  if (code === null || code === TRUNCATED || VALIDATOR_ONLY.has(code)) return null;
+  if (attempts.some((a) => retryReason(a) !== code || a.billedCalls <= 0)) return null;
+  return {
+    class: "policy",
+    code,
+    message: `${attempts.length} attempts in a row ended with ${code} while the provider answered this pack's policy in each (billed calls ${attempts.map((a) => a.billedCalls).join(", ")}): the failure follows the pack`,
+  };
+}
+
+/** The outcome a scenario is scored with when its failure follows the pack (see followsThePack). */
+export function chargedToPack(last: EpisodeOutcome, failure: EpisodeFailure): EpisodeOutcome {
+  return { ...last, status: "scored", quality: 0, failure, chargedToPack: true };
 }
 
 export function round4(x: number): number {
@@ -51,31 +107,57 @@ export function mergeUsage(into: Record<string, ModelUsage>, add: Record<string,
 }
 
 /**
- * Unresolved episodes decide whether the run can be scored at all. Every episode failed upstream and
- * nothing was billed: the provider (or our key) was down — `llm_provider_failure`. Any other unresolved
- * episode: `infra_incomplete`. Either way the run is discarded, never scored 0.
+ * Upstream's `_looks_like_provider_failure` (sandbox_harness.py), read on our outcomes: no episode
+ * billed anything (the meter's cost, strictly > 0), and every episode shows the agent failing —
+ * stopped (deadline, watchdog, a dead policy) or exited non-zero — or failed upstream through every
+ * re-run. An agent that never ran, or whose exit is unknown, is not a failure (upstream's
+ * `chat_exit is None`); no episodes is not a provider failure.
+ */
+export function looksLikeProviderFailure(outcomes: readonly EpisodeOutcome[]): boolean {
+  if (outcomes.length === 0) return false;
+  if (outcomes.some((o) => o.costUsd > 0)) return false;
+  return outcomes.every((o) => {
+    if (o.failure?.class === "upstream" && o.status === "failed") return true;
+    const a = o.agent;
+    if (a === undefined) return false;
+    return a.killedBy !== null || (a.exitCode !== null && a.exitCode !== 0);
+  });
+}
+
+/**
+ * Whether the run can be scored at all; null → score it. In order (upstream checks its own
+ * infrastructure first, PR #331, then the provider):
+ *   validator_infra       every episode failed for the validator's own infrastructure (through
+ *                         every re-run): never blame a miner for our infra
+ *   llm_provider_failure  upstream's provider-failure rule (looksLikeProviderFailure)
+ *   infra_incomplete      ours: any episode left unresolved after its re-runs (upstream would post
+ *                         a 0 for it: a score the validator cannot vouch for)
  */
 export function discardReason(
   finals: ReadonlyArray<{ outcome: EpisodeOutcome; disposition: Disposition }>,
+  maxAttempts = MAX_ATTEMPTS,
 ): { code: string; message: string } | null {
+  if (finals.length === 0) return null;
   const unresolved = finals.filter((f) => f.disposition === "unresolved");
-  if (unresolved.length === 0) return null;
-  const billed = finals.reduce((n, f) => n + f.outcome.billedCalls, 0);
-  const allUpstream = finals.every(
-    (f) => f.disposition === "unresolved" && f.outcome.failure?.class === "upstream",
-  );
-  if (allUpstream && billed === 0) {
+  const names = (fs: typeof finals) =>
+    fs.map((f) => `${f.outcome.scenario} (${f.outcome.failure?.code ?? "truncated"})`).join(", ");
+  if (finals.every((f) => f.disposition === "unresolved" && f.outcome.failure?.class === "infra"))
+    return {
+      code: "validator_infra",
+      message: `every episode failed for the validator's own infrastructure after ${maxAttempts} attempts: ${names(finals)}`,
+    };
+  if (looksLikeProviderFailure(finals.map((f) => f.outcome)))
     return {
       code: "llm_provider_failure",
       message:
-        "every episode failed at the model provider and nothing was billed; check the LLM key, credits and network",
+        "every episode's agent failed and no model call was billed; check the LLM key, credits and network, and the sidecar's route to the meter",
     };
-  }
-  const names = unresolved.map((f) => `${f.outcome.scenario} (${f.outcome.failure?.code ?? "truncated"})`);
-  return {
-    code: "infra_incomplete",
-    message: `episodes failed for reasons that are not the miner's after ${MAX_ATTEMPTS} attempts: ${names.join(", ")}`,
-  };
+  if (unresolved.length > 0)
+    return {
+      code: "infra_incomplete",
+      message: `episodes failed for reasons that are not the miner's after ${maxAttempts} attempts: ${names(unresolved)}`,
+    };
+  return null;
 }
 
 export function scenarioVerdict(

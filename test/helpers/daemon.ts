@@ -263,9 +263,10 @@ export function corePipeline(o: CorePipelineOptions): { pipeline: Pipeline; seen
           ...(s.infra
             ? { failure: { class: "infra" as const, code: "docker_gone", message: "scripted" } }
             : {}),
-          costUsd: 0.01,
+          // A scripted infra failure strikes before any model call (our Docker, not the pack).
+          costUsd: s.infra ? 0 : 0.01,
           byModel: {},
-          billedCalls: 1,
+          billedCalls: s.infra ? 0 : 1,
           truncatedBeforeToolCall: false,
           timings: { setupMs: 1, agentMs: s.ms ?? 50, verifyMs: 1, totalMs: (s.ms ?? 50) + 2 },
           imageDigests: {},
