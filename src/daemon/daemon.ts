@@ -36,7 +36,7 @@ import {
 } from "../store/index.js";
 import { VERSION } from "../version.js";
 import { ALARM, EpochEvaluator, type FinishedEvaluation } from "./eval-loop.js";
-import { heartbeatInfo } from "./heartbeat.js";
+import { HealthIssue, heartbeatInfo } from "./heartbeat.js";
 import type { LogTap } from "./log-archive.js";
 import { archiveEvaluation, LogUploader } from "./log-uploads.js";
 import { Loop } from "./loop.js";
@@ -115,6 +115,8 @@ export class Daemon {
   private outboxLoop: Loop | undefined;
   private evalLoop: Loop | undefined;
   private readonly background = new Set<Promise<unknown>>();
+  /** The heartbeat's health_issue (in memory, as upstream's `_health_issue`). */
+  readonly health = new HealthIssue();
   private readonly backgroundCtrl = new AbortController();
 
   constructor(private readonly opts: DaemonOptions) {
@@ -310,6 +312,7 @@ export class Daemon {
           ...(this.opts.scenarios ? { scenarios: this.opts.scenarios } : {}),
           specFor: (n) => this.specFor(n),
           onVerdictQueued: () => this.outboxLoop?.wake(),
+          health: this.health,
           onEvaluationFinished: (f) => this.archiveInBackground(f),
           ...(this.opts.logTap ? { logTap: this.opts.logTap } : {}),
           packFetchAttempts: this.timing.packFetchAttempts,
@@ -323,7 +326,7 @@ export class Daemon {
         this.outboxLoop = this.loop({
           name: "outbox",
           intervalMs: this.timing.outboxPollMs,
-          tick: (s) => this.deliver(s, outbox, platform),
+          tick: (s) => this.deliver(s, outbox, platform, marks),
         });
         this.loops.push(this.evalLoop, this.outboxLoop);
       }
@@ -416,6 +419,7 @@ export class Daemon {
     signal: AbortSignal,
     outbox: VerdictOutboxRepo,
     platform: PlatformClient,
+    marks: PlatformMarksRepo,
   ): Promise<number> {
     for (let sent = 0; sent < 64 && !signal.aborted; sent++) {
       const r = await deliverDueVerdicts(
@@ -429,6 +433,11 @@ export class Daemon {
           "error",
         );
       if (r.delivered + r.duplicate > 0) this.live.clear(ALARM.verdictRejected);
+      // A score the platform accepted: upstream's `last_eval_at`, and it clears the health issue.
+      if (r.delivered > 0) {
+        marks.set(MARK.lastEvalAt, this.now());
+        this.health.clear();
+      }
       if (r.attempted === 0 && r.expired === 0) break;
     }
     return this.timing.outboxPollMs;
@@ -439,7 +448,12 @@ export class Daemon {
     platform: PlatformClient,
     marks: PlatformMarksRepo,
   ): Promise<undefined> {
-    const info = heartbeatInfo({ evaluating: this.config.evaluation.enabled, marks, llm: this.config.llm });
+    const info = heartbeatInfo({
+      evaluating: this.config.evaluation.enabled,
+      marks,
+      llm: this.config.llm,
+      healthIssue: this.health.value,
+    });
     const r = await platform.postHeartbeat(info, { signal });
     // Uploads that did not go through earlier (platform down) get another chance on this cadence.
     if (this.uploader && !signal.aborted) await this.uploader.replay(signal).catch(() => undefined);

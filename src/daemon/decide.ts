@@ -123,21 +123,34 @@ export function progressStateOf(phase: EpisodePhase): ScenarioState | null {
 export interface ProgressContext {
   minerHotkey: string;
   minerUid: number;
+  /** The spec the evaluation runs (the resolved one, as upstream's `eval_spec`). */
   specNumber?: number;
-  harnessName: string;
-  harnessVersion: string;
+  /** The bench's agent harness (its probe's `harness_name`/`harness_version`); absent → not sent. */
+  harnessName?: string;
+  harnessVersion?: string;
+  /** `policy:auto (default <testee>)`. */
   llmModel: string;
 }
 
 /**
- * Turns an evaluation's events into the platform's progress events: one per scenario and state
- * change (a resumed evaluation replays its finished scenarios once), with the scenario's index in
- * the order the evaluation announced them.
+ * Turns an evaluation's events into the platform's progress events (upstream's
+ * `submit_scenario_progress`): one per scenario and state change (a resumed evaluation replays its
+ * finished scenarios once), with the scenario's index in the order the evaluation announced them.
+ * On `complete`: the quality, the meter's spend on the episode (`cost_usd`), the episode's own
+ * duration and `timed_out` (the agent stopped by its deadline or the policy-stall watchdog).
  */
 export class ProgressTracker {
   private readonly order = new Map<string, number>();
   private readonly last = new Map<string, ScenarioState>();
-  constructor(private readonly ctx: ProgressContext) {}
+  private ctx: ProgressContext;
+  constructor(ctx: ProgressContext) {
+    this.ctx = { ...ctx };
+  }
+
+  /** What becomes known once the bench is prepared: the resolved spec and the harness. */
+  update(ctx: Partial<ProgressContext>): void {
+    this.ctx = { ...this.ctx, ...ctx };
+  }
 
   next(e: EvaluationEvent): ScenarioProgressEvent | null {
     if (!this.order.has(e.scenario)) this.order.set(e.scenario, this.order.size);
@@ -151,22 +164,48 @@ export class ProgressTracker {
       scenario_index: this.order.get(e.scenario)!,
       total_scenarios: this.order.size,
       state,
-      harness_name: this.ctx.harnessName,
-      harness_version: this.ctx.harnessVersion,
       llm_model: this.ctx.llmModel,
     };
+    if (this.ctx.harnessName) ev.harness_name = this.ctx.harnessName;
+    if (this.ctx.harnessVersion) ev.harness_version = this.ctx.harnessVersion;
     if (this.ctx.specNumber !== undefined) ev.spec_number = this.ctx.specNumber;
     if (state === "complete") {
       ev.quality = clamp01(e.quality ?? 0);
       ev.cost_usd = Math.max(0, e.spentUsd);
       ev.duration_s = Math.max(0, Math.round(e.elapsedMs) / 1000);
-      if (e.failure) ev.timed_out = /timeout|deadline/i.test(e.failure.code);
+      ev.timed_out = e.timedOut ?? false;
     }
     return ev;
   }
 }
 
 const clamp01 = (x: number) => (Number.isFinite(x) ? Math.min(1, Math.max(0, x)) : 0);
+
+// ---------------------------------------------------------------------------------------------
+// The heartbeat's health_issue
+// ---------------------------------------------------------------------------------------------
+
+/** Upstream's bound on the heartbeat's `health_issue`, in characters (code points). */
+export const HEALTH_ISSUE_MAX = 256;
+
+/**
+ * What the heartbeat says while this validator scores nothing: set when a run is discarded, cleared
+ * by the next score POST the platform accepts (validator.py `_health_issue`). A provider failure reads
+ * as upstream's line; any other discard names its code and reason. Never longer than 256 characters.
+ */
+export function healthIssueOf(epochId: number, code: string, message: string): string {
+  const text =
+    code === "llm_provider_failure"
+      ? `infra: every scenario failed with no billed model call (epoch ${epochId}); check the Engy key, credits, network, and the policy sidecar's route to the meter`
+      : `infra: evaluation discarded (${code}, epoch ${epochId}): ${message}`;
+  return clipChars(text, HEALTH_ISSUE_MAX);
+}
+
+/** The first `n` characters (code points: a surrogate pair is never cut in half). */
+export function clipChars(s: string, n: number): string {
+  const chars = Array.from(s);
+  return chars.length <= n ? s : chars.slice(0, n).join("");
+}
 
 // ---------------------------------------------------------------------------------------------
 // Verdicts the daemon makes itself

@@ -25,15 +25,17 @@ import {
   type ScoredEpochRepo,
   type VerdictOutboxRepo,
 } from "../store/index.js";
-import { LOCKED_LLM_BASE_URL, LOCKED_LLM_MODEL_LABEL } from "../subnet.js";
+import { llmModelLabel } from "../subnet.js";
 import { HARNESS_NAME, VERSION } from "../version.js";
 import {
   discardRetryDelayMs,
   type EpochPlan,
+  healthIssueOf,
   ProgressTracker,
   packFetchRejection,
   planEpoch,
 } from "./decide.js";
+import { BENCH_MARK, benchTelemetryOf, type HealthIssue } from "./heartbeat.js";
 import type { LogRecording, LogTap } from "./log-archive.js";
 import type { EvaluationEnvironment, PackEvaluation, Pipeline } from "./pipeline.js";
 
@@ -79,6 +81,8 @@ export interface EpochEvaluatorDeps {
   /** The spec a verdict made without the pipeline reports (fetch failures): the epoch's, resolved locally. */
   specFor(requested: number | null): Promise<number>;
   onVerdictQueued(): void;
+  /** The heartbeat's health_issue: set here when a run is discarded (cleared by a posted score). */
+  health?: HealthIssue;
   onEvaluationFinished?(f: FinishedEvaluation): void;
   logTap?: LogTap;
   packFetchAttempts: number;
@@ -188,8 +192,8 @@ export class EpochEvaluator {
       log.warn({ code: e.code, err: e.message }, "eval.pack_unavailable");
       const verdict = packFetchRejection({
         specNumber: await d.specFor(plan.specNumber),
-        llmBaseUrl: LOCKED_LLM_BASE_URL,
-        llmModel: LOCKED_LLM_MODEL_LABEL,
+        llmBaseUrl: d.config.llm.baseUrl,
+        llmModel: llmModelLabel(d.config.llm.defaultModel),
         harnessName: HARNESS_NAME,
         harnessVersion: VERSION,
       });
@@ -198,13 +202,11 @@ export class EpochEvaluator {
       return;
     }
 
+    // The spec and the harness are the prepared bench's (onPrepared), as upstream stamps its own.
     const tracker = new ProgressTracker({
       minerHotkey: plan.challengerHotkey,
       minerUid: plan.challengerUid,
-      ...(plan.specNumber !== null ? { specNumber: plan.specNumber } : {}),
-      harnessName: HARNESS_NAME,
-      harnessVersion: VERSION,
-      llmModel: d.config.llm.defaultModel,
+      llmModel: llmModelLabel(d.config.llm.defaultModel),
     });
     const recording: LogRecording | undefined = d.logTap?.start();
     // The loop is alive while it evaluates for half an hour: tell the status page so.
@@ -222,6 +224,12 @@ export class EpochEvaluator {
         source: "epoch",
         epochId: plan.epochId,
         signal,
+        onPrepared: (p) =>
+          tracker.update({
+            specNumber: p.spec,
+            ...(p.bench.harnessName ? { harnessName: p.bench.harnessName } : {}),
+            ...(p.bench.harnessVersion ? { harnessVersion: p.bench.harnessVersion } : {}),
+          }),
         onEvent: (e) => {
           const ev = tracker.next(e);
           // Decorative, bounded and never throwing: not awaited.
@@ -263,6 +271,7 @@ export class EpochEvaluator {
           `epoch ${plan.epochId}: evaluation discarded (${result.code}): ${result.message}; not posted`,
           "error",
         );
+        d.health?.set(healthIssueOf(plan.epochId, result.code, result.message));
         return;
       }
       case "aborted":
@@ -294,8 +303,10 @@ export class EpochEvaluator {
       challengerHotkey: plan.challengerHotkey,
       packHash: plan.packHash,
     });
-    // The images that produced it travel with the mark: the heartbeat reports them.
-    d.marks.set(MARK.lastEvalAt, now, verdict.harness_image_hash);
+    // The bench that produced it: the heartbeat reports its digests and version (kept across restarts).
+    // last_eval_at is the platform's acceptance of a score, marked by the outbox (upstream's `ok`).
+    const bench = benchTelemetryOf(verdict);
+    if (bench !== null) d.marks.set(BENCH_MARK, now, bench);
     log.info(
       {
         outbox: entry.id,

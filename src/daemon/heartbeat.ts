@@ -1,30 +1,88 @@
 /**
  * What a heartbeat reports (validator.py `_heartbeat_fields`). Pure over the marks the loops keep.
  * A weight-only validator reports its weight-setting liveness only: eval telemetry would describe
- * an evaluator this process is not running. Absent values are left out, as upstream leaves None out.
+ * an evaluator this process is not running. Evaluating, as upstream's: `last_eval_at` (the last
+ * score POST the platform accepted), the bench's digests and version ("unknown" until a bench has
+ * been prepared, as upstream's harness before its first pull), `llm_model` =
+ * `policy:auto (default <testee>)`, `llm_base_url`, and `health_issue` while runs are discarded.
+ * Absent values are left out, as upstream's client leaves None out.
  */
 import type { HeartbeatInfo } from "../platform/index.js";
 import { MARK, type PlatformMarksRepo } from "../store/index.js";
+import { llmModelLabel } from "../subnet.js";
+import { clipChars, HEALTH_ISSUE_MAX } from "./decide.js";
+
+/** The mark holding the last prepared bench's facts (JSON), so a restart still reports them. */
+export const BENCH_MARK = "eval_bench";
+
+export interface BenchTelemetry {
+  bench_image_hash?: string;
+  harness_image_hash?: string;
+  bench_version?: string;
+}
+
+/** The bench facts a verdict carried, as the mark stores them; null when it carried none. */
+export function benchTelemetryOf(v: BenchTelemetry): string | null {
+  const t: BenchTelemetry = {};
+  if (v.bench_image_hash) t.bench_image_hash = v.bench_image_hash;
+  if (v.harness_image_hash) t.harness_image_hash = v.harness_image_hash;
+  if (v.bench_version) t.bench_version = v.bench_version;
+  return Object.keys(t).length > 0 ? JSON.stringify(t) : null;
+}
+
+function readBench(detail: string | null | undefined): BenchTelemetry {
+  if (!detail) return {};
+  try {
+    const v = JSON.parse(detail) as Record<string, unknown>;
+    const str = (x: unknown) => (typeof x === "string" && x !== "" ? x : undefined);
+    return {
+      ...(str(v.bench_image_hash) ? { bench_image_hash: str(v.bench_image_hash) } : {}),
+      ...(str(v.harness_image_hash) ? { harness_image_hash: str(v.harness_image_hash) } : {}),
+      ...(str(v.bench_version) ? { bench_version: str(v.bench_version) } : {}),
+    };
+  } catch {
+    return {};
+  }
+}
+
+/** The heartbeat's `health_issue`: set while this validator discards its runs, cleared by a posted score. */
+export class HealthIssue {
+  private issue: string | null = null;
+  get value(): string | null {
+    return this.issue;
+  }
+  set(text: string): void {
+    this.issue = clipChars(text, HEALTH_ISSUE_MAX);
+  }
+  clear(): void {
+    this.issue = null;
+  }
+}
 
 export function heartbeatInfo(a: {
   evaluating: boolean;
   marks: Pick<PlatformMarksRepo, "get">;
   llm: { defaultModel: string; baseUrl: string };
+  healthIssue?: string | null;
 }): HeartbeatInfo {
   const secs = (name: string) => {
     const at = a.marks.get(name)?.at;
     return at === undefined ? undefined : Math.floor(at / 1000);
   };
-  const info = a.evaluating
-    ? {
-        last_set_weights_at: secs(MARK.lastSetWeightsAt),
-        last_eval_at: secs(MARK.lastEvalAt),
-        // The image digests of the last evaluation (as its verdict reported them), so the
-        // platform can tell which validators ran the same sandbox.
-        harness_image_hash: a.marks.get(MARK.lastEvalAt)?.detail ?? undefined,
-        llm_model: a.llm.defaultModel,
-        llm_base_url: a.llm.baseUrl,
-      }
-    : { last_set_weights_at: secs(MARK.lastSetWeightsAt) };
+  if (!a.evaluating) return drop({ last_set_weights_at: secs(MARK.lastSetWeightsAt) });
+  const bench = readBench(a.marks.get(BENCH_MARK)?.detail);
+  return drop({
+    last_set_weights_at: secs(MARK.lastSetWeightsAt),
+    last_eval_at: secs(MARK.lastEvalAt),
+    bench_image_hash: bench.bench_image_hash ?? "unknown",
+    harness_image_hash: bench.harness_image_hash ?? "unknown",
+    bench_version: bench.bench_version ?? "unknown",
+    llm_model: llmModelLabel(a.llm.defaultModel),
+    llm_base_url: a.llm.baseUrl,
+    health_issue: a.healthIssue ? clipChars(a.healthIssue, HEALTH_ISSUE_MAX) : undefined,
+  });
+}
+
+function drop(info: Record<string, string | number | undefined>): HeartbeatInfo {
   return Object.fromEntries(Object.entries(info).filter(([, v]) => v !== undefined)) as HeartbeatInfo;
 }

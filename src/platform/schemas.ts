@@ -261,6 +261,8 @@ export const heartbeatInfoSchema = z.object({
   bench_version: text.optional(),
   llm_model: text.optional(),
   llm_base_url: text.optional(),
+  /** Set while the validator discards its runs (≤ 256 characters); absent when healthy. */
+  health_issue: text.refine((s) => Array.from(s).length <= 256, "at most 256 characters").optional(),
 });
 export type HeartbeatInfo = z.input<typeof heartbeatInfoSchema>;
 

@@ -100,6 +100,10 @@ describe("daemon against the fake platform and the subtensor test node", () => {
       miner_uid: w.subnet.uids.challenger,
       scenario_index: 0,
       total_scenarios: 2,
+      // the meter's spend on the episode, upstream's timed_out and model label
+      cost_usd: 0.01,
+      timed_out: false,
+      llm_model: "policy:auto (default qwen3.8-27b)",
     });
 
     // The evaluation's log archive: multipart, signed, with the daemon's lines of that evaluation.
@@ -151,9 +155,16 @@ describe("daemon against the fake platform and the subtensor test node", () => {
     for (const name of ["eval", "winner", "outbox", "weights", "heartbeat"])
       expect(r.live.loops.get(name)?.ticks).toBeGreaterThan(0);
 
-    // The first heartbeat came before any evaluation; after a restart the heartbeat reports the
-    // last evaluation's time and the image digests its verdict carried (kept in the database).
-    expect(w.fake.heartbeats[0]).not.toHaveProperty("harness_image_hash");
+    // The first heartbeat came before any evaluation: the bench is "unknown" (as upstream's harness
+    // before its first pull); after a restart the heartbeat reports the time of the last score the
+    // platform accepted and the image digests its verdict carried (kept in the database).
+    expect(w.fake.heartbeats[0]).toMatchObject({
+      harness_image_hash: "unknown",
+      llm_model: "policy:auto (default qwen3.8-27b)",
+      llm_base_url: "https://api.engy.ai/v1",
+    });
+    expect(w.fake.heartbeats[0]).not.toHaveProperty("last_eval_at");
+    expect(w.fake.heartbeats[0]).not.toHaveProperty("health_issue");
     await r.daemon.stop();
     const beats = w.fake.heartbeats.length;
     await startDaemon(w, { scenarios: ["alpha", "beta"] });
@@ -423,8 +434,8 @@ describe("daemon against the fake platform and the subtensor test node", () => {
     expect(outbox.counts()).toMatchObject({ pending: 0, delivered: 2 });
   });
 
-  it("a discarded run is not posted and raises an alarm; an epoch that moves on mid-evaluation is not posted", async () => {
-    const w = await world();
+  it("a discarded run is not posted and raises an alarm and the heartbeat's health_issue, which a posted score clears; an epoch that moves on mid-evaluation is not posted", async () => {
+    const w = await world({ HEARTBEAT_INTERVAL_S: "1" });
     const bad = w.fake.openEpoch({ packBytes: pinBytes, specNumber: 900 });
     let infra = true;
     const r = await startDaemon(w, {
@@ -436,6 +447,17 @@ describe("daemon against the fake platform and the subtensor test node", () => {
     expect(scoreRequests(w.fake, bad.challenge_epoch_id)).toHaveLength(0);
     expect(new ScoredEpochRepo(r.daemon.database!).has(bad.challenge_epoch_id, w.wallet.ss58)).toBe(false);
     await until(() => r.live.epoch?.decision === "retry_backoff", 5_000, "the retry back-off");
+    // Every episode failed for our own infrastructure (no model call): upstream's PR #331 discard.
+    await until(
+      () => w.fake.heartbeats.some((h) => typeof h.health_issue === "string"),
+      10_000,
+      "a heartbeat with the health issue",
+    );
+    const sick = w.fake.heartbeats.find((h) => typeof h.health_issue === "string")!;
+    expect(sick.health_issue).toMatch(
+      new RegExp(`^infra: evaluation discarded \\(validator_infra, epoch ${bad.challenge_epoch_id}\\): `),
+    );
+    expect([...String(sick.health_issue)].length).toBeLessThanOrEqual(256);
 
     // The next epoch: healthy episodes, but the platform moves on after the first one.
     infra = false;
@@ -457,6 +479,11 @@ describe("daemon against the fake platform and the subtensor test node", () => {
     expect(r.logs.some((l) => l.includes('"eval.epoch_moved_on"'))).toBe(true);
     expect(r.logs.some((l) => l.includes('"eval.aborted_not_posted"'))).toBe(true);
     expect(r.live.alarms.has("evaluation_discarded")).toBe(false);
+    // The posted score cleared the health issue: the next heartbeat carries none, and last_eval_at.
+    const beats = w.fake.heartbeats.length;
+    await until(() => w.fake.heartbeats.length > beats + 1, 10_000, "heartbeats after the score");
+    expect(w.fake.heartbeats.at(-1)).not.toHaveProperty("health_issue");
+    expect(w.fake.heartbeats.at(-1)).toMatchObject({ last_eval_at: expect.any(Number) });
   });
 
   it("raises the consensus divergence alarm and clears it when the server and the local aggregate agree again", async () => {

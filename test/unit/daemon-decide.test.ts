@@ -135,6 +135,32 @@ describe("scenario progress", () => {
     for (const p of ["queued", "starting", "retrying"] as const) expect(progressStateOf(p)).toBeNull();
   });
 
+  it("stamps upstream's fields: the resolved spec and the bench's harness once known, the locked model label", () => {
+    const t = new ProgressTracker({
+      minerHotkey: "5Miner",
+      minerUid: -1,
+      llmModel: "policy:auto (default qwen3.8-27b)",
+    });
+    expect(t.next(ev("a", "queued"))).toBeNull();
+    t.update({ specNumber: 27, harnessName: "hermes-agent", harnessVersion: "0.9" });
+    expect(t.next(ev("a", "running"))).toEqual({
+      miner_hotkey: "5Miner",
+      miner_uid: -1,
+      scenario_name: "a",
+      scenario_index: 0,
+      total_scenarios: 1,
+      state: "running",
+      llm_model: "policy:auto (default qwen3.8-27b)",
+      harness_name: "hermes-agent",
+      harness_version: "0.9",
+      spec_number: 27,
+    });
+    const failed = t.next(
+      ev("a", "failed", { failure: { class: "policy", code: "policy_health_timeout", message: "x" } }),
+    );
+    expect(failed).toMatchObject({ state: "complete", quality: 0, timed_out: false });
+  });
+
   it("posts each state once per scenario, indexed in announced order, with the final quality and cost", () => {
     const t = new ProgressTracker({
       minerHotkey: "5Miner",
@@ -159,12 +185,22 @@ describe("scenario progress", () => {
     expect(t.next(ev("b", "running"))).toBeNull();
     expect(t.next(ev("b", "verifying"))).toMatchObject({ state: "verifying" });
     const done = t.next(ev("b", "done", { quality: 0.75, spentUsd: 0.0123, elapsedMs: 61_234 }));
-    expect(done).toMatchObject({ state: "complete", quality: 0.75, cost_usd: 0.0123, duration_s: 61.234 });
-    expect(done).not.toHaveProperty("timed_out");
-    const failed = t.next(
-      ev("c", "failed", { failure: { class: "policy", code: "agent_timeout", message: "deadline" } }),
+    expect(done).toMatchObject({
+      state: "complete",
+      quality: 0.75,
+      cost_usd: 0.0123,
+      duration_s: 61.234,
+      timed_out: false,
+    });
+    // timed_out is the agent stopped by its deadline or the watchdog (the evaluation says so), not a code's name.
+    const stalled = t.next(
+      ev("c", "done", {
+        quality: 0.25,
+        timedOut: true,
+        failure: { class: "policy", code: "policy_stalled", message: "watchdog" },
+      }),
     );
-    expect(failed).toMatchObject({ state: "complete", quality: 0, timed_out: true });
+    expect(stalled).toMatchObject({ state: "complete", quality: 0.25, timed_out: true });
     // A retry after running goes back to running, then completes once.
     expect(t.next(ev("a", "running"))).toMatchObject({ state: "running", scenario_index: 0 });
     expect(t.next(ev("a", "retrying"))).toBeNull();
