@@ -23,7 +23,11 @@ export {
   collectFiles,
   LogRecording,
   LogTap,
+  METER_ROWS_MAX,
   planTruncation,
+  upstreamEpisodeFiles,
+  upstreamMeterJson,
+  upstreamPolicyLog,
 } from "./log-archive.js";
 export { archiveEvaluation, LogUploader, MAX_UPLOAD_ATTEMPTS, REPLAY_WINDOW_MS } from "./log-uploads.js";
 export { Loop, type LoopSpec, loopBackoffMs } from "./loop.js";

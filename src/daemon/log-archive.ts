@@ -1,6 +1,7 @@
 /**
  * Per-evaluation log archives for the platform (POST /api/validators/logs/upload, ≤ 10 MiB):
- * the evaluation's artifacts plus the daemon's own log lines written while it ran, as a .tar.gz.
+ * the evaluation's artifacts plus the daemon's own log lines written while it ran, as a .tar.gz;
+ * each episode's policy.log and meter.json in upstream's shape (upstreamEpisodeFiles).
  * When everything does not fit, the biggest files are cut first (water-filling: every file keeps
  * min(size, c) bytes for the largest c that fits), keeping each cut file's tail, where failures
  * are written last. The plan is pure; reading files and gzip are the thin shell.
@@ -156,6 +157,122 @@ async function packTar(entries: readonly ArchiveEntry[]): Promise<Buffer> {
   for (const e of entries) pack.entry({ name: e.name, mode: 0o644, mtime }, e.data);
   pack.finalize();
   return done;
+}
+
+// ---------------------------------------------------------------------------------------------
+// An episode's policy.log and meter.json as upstream uploads them (pure)
+// ---------------------------------------------------------------------------------------------
+
+/** upstream `_policy_log_tail(max_bytes=64 * 1024)`: a tail of each part, in characters. */
+export const POLICY_LOG_TAIL_CHARS = 64 * 1024;
+/** upstream: `sidecar.logs(tail=200)`. */
+export const SIDECAR_LOG_LINES = 200;
+/** upstream's meter keeps the first 2000 rows of an episode (`max_rows_per_episode`). */
+export const METER_ROWS_MAX = 2000;
+const CONTAINER_MARK = "--- stdout/stderr ---\n";
+
+const tailChars = (s: string, n: number): string => {
+  if (s.length <= n) return s;
+  const cps = Array.from(s);
+  return cps.length <= n ? s : cps.slice(cps.length - n).join("");
+};
+
+/**
+ * An episode's policy.log as upstream's `_policy_log_tail` makes it: the last 64 KiB of the
+ * policy's own /policy/policy.log, then `--- stdout/stderr ---` and the sidecar's last 200 log
+ * lines (their last 64 KiB). Our artifact holds the policy log, the marker, and the container's
+ * whole log (read up to a few MiB); one with no marker is the container's log alone (our built-in
+ * sidecar logs to stdout).
+ */
+export function upstreamPolicyLog(text: string): string {
+  const at = text.startsWith(CONTAINER_MARK) ? 0 : text.indexOf(`\n${CONTAINER_MARK}`);
+  const file = at < 0 ? "" : text.slice(0, at);
+  const container =
+    at < 0 ? text : text.slice(at === 0 ? CONTAINER_MARK.length : at + 1 + CONTAINER_MARK.length);
+  const lines = container.replace(/\n$/, "").split("\n");
+  const lastLines = lines.slice(Math.max(0, lines.length - SIDECAR_LOG_LINES)).join("\n");
+  const parts: string[] = [];
+  if (file) parts.push(tailChars(file, POLICY_LOG_TAIL_CHARS));
+  if (container.trim()) parts.push(`${CONTAINER_MARK}${tailChars(lastLines, POLICY_LOG_TAIL_CHARS)}`);
+  return parts.join("\n");
+}
+
+const usd6 = (x: unknown) => (typeof x === "number" && Number.isFinite(x) ? Math.round(x * 1e6) / 1e6 : x);
+
+/**
+ * An episode's meter.json in upstream's shape (`episode.meter`: `usage.summary()` + `rows` +
+ * `provenance`): the summary's counters at the top (`by_model` as USD per model), the receipts as
+ * `rows` (the first 2000, as upstream's meter keeps; `rows_total` when there were more), the shadow
+ * provenance report from evaluation.json; our own summary and price-table hash ride along. Null when
+ * our meter.json is not what the episode writes (left as it is).
+ */
+export function upstreamMeterJson(meter: unknown, evaluation: unknown): string | null {
+  if (!meter || typeof meter !== "object" || Array.isArray(meter)) return null;
+  const m = meter as Record<string, unknown>;
+  if (!Array.isArray(m.receipts)) return null;
+  const sum = (m.summary && typeof m.summary === "object" ? m.summary : null) as Record<
+    string,
+    unknown
+  > | null;
+  const ev = (evaluation && typeof evaluation === "object" ? evaluation : {}) as Record<string, unknown>;
+  const byModel: Record<string, unknown> = {};
+  if (sum?.by_model && typeof sum.by_model === "object")
+    for (const [model, u] of Object.entries(sum.by_model as Record<string, unknown>).sort(([a], [b]) =>
+      a < b ? -1 : a > b ? 1 : 0,
+    ))
+      byModel[model] = usd6((u as { cost_usd?: unknown } | null)?.cost_usd ?? u);
+  const rows = m.receipts.slice(0, METER_ROWS_MAX);
+  const out: Record<string, unknown> = {
+    ...(sum
+      ? {
+          cost_usd: usd6(sum.cost_usd),
+          calls: sum.calls,
+          errors: sum.errors,
+          refused_cap: sum.refused_cap,
+          refused_model: sum.refused_model,
+          clamped: sum.clamped,
+          overshoot_usd: usd6(sum.overshoot_usd),
+          by_model: byModel,
+          tokens: sum.tokens,
+          cap_usd: sum.cap_usd,
+        }
+      : {}),
+    rows,
+    ...(m.receipts.length > rows.length ? { rows_total: m.receipts.length } : {}),
+    provenance: ev.provenance ?? null,
+    episode_id: m.episode_id ?? null,
+    price_table_hash: m.price_table_hash ?? null,
+    summary: sum,
+  };
+  return `${JSON.stringify(out, null, 2)}\n`;
+}
+
+/**
+ * The upload's per-episode files as upstream uploads them: every `<dir>/policy.log` and
+ * `<dir>/meter.json` among the entries rewritten (upstreamPolicyLog, upstreamMeterJson with the
+ * same directory's evaluation.json); every other entry as it is.
+ */
+export function upstreamEpisodeFiles(entries: readonly ArchiveEntry[]): ArchiveEntry[] {
+  const byName = new Map(entries.map((e) => [e.name, e]));
+  const dirOf = (n: string) => n.slice(0, n.lastIndexOf("/") + 1);
+  const json = (e: ArchiveEntry | undefined): unknown => {
+    if (!e) return undefined;
+    try {
+      return JSON.parse(e.data.toString("utf8"));
+    } catch {
+      return undefined;
+    }
+  };
+  return entries.map((e) => {
+    const base = e.name.slice(e.name.lastIndexOf("/") + 1);
+    if (base === "policy.log")
+      return { name: e.name, data: Buffer.from(upstreamPolicyLog(e.data.toString("utf8"))) };
+    if (base === "meter.json") {
+      const shaped = upstreamMeterJson(json(e), json(byName.get(`${dirOf(e.name)}evaluation.json`)));
+      return shaped === null ? e : { name: e.name, data: Buffer.from(shaped) };
+    }
+    return e;
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

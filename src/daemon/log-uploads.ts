@@ -13,7 +13,7 @@ import { MAX_LOG_ARCHIVE_BYTES, type PlatformClient } from "../platform/index.js
 import type { LogUpload, LogUploadRepo } from "../store/index.js";
 import { evalIdOf } from "./decide.js";
 import type { FinishedEvaluation } from "./eval-loop.js";
-import { type ArchiveEntry, buildArchive, collectFiles } from "./log-archive.js";
+import { type ArchiveEntry, buildArchive, collectFiles, upstreamEpisodeFiles } from "./log-archive.js";
 
 /** The Python daemon replays the last 2 days of pending uploads (validator.py `_replay_pending_uploads`). */
 export const REPLAY_WINDOW_MS = 2 * 24 * 60 * 60 * 1000;
@@ -144,7 +144,8 @@ function dropUndefined(o: Record<string, string | number | undefined>): Record<s
 
 /**
  * One evaluation's log archive: verdict.json, the daemon's lines written while it ran, and its
- * artifacts (DATA_DIR/runs/<evaluation>); recorded, then uploaded.
+ * artifacts (DATA_DIR/runs/<evaluation>), each episode's policy.log and meter.json as upstream
+ * uploads them; recorded, then uploaded.
  */
 export async function archiveEvaluation(
   uploader: LogUploader,
@@ -161,7 +162,7 @@ export async function archiveEvaluation(
       join(dataDir, "runs", f.evaluationId),
       "artifacts",
     );
-    entries.push(...files);
+    entries.push(...upstreamEpisodeFiles(files));
     if (skipped.length) entries.push({ name: "SKIPPED.txt", data: Buffer.from(`${skipped.join("\n")}\n`) });
   }
   const u = await uploader.archive({

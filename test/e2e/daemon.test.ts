@@ -279,6 +279,11 @@ describe("daemon e2e (real pipeline, simulator, Docker)", () => {
     const tarText = gunzipSync(w.fake.logs[0]!.archive).toString("latin1");
     expect(tarText).toContain("artifacts/");
     expect(tarText).toContain('"msg":"episode.finished"');
+    // Each episode's policy.log and meter.json as upstream uploads them: the sidecar's log under
+    // upstream's marker, and meter.json with the summary's counters, the rows and the provenance report.
+    expect(tarText).toContain("--- stdout/stderr ---\n");
+    expect(tarText).toMatch(/"rows": \[/);
+    expect(tarText).toMatch(/"provenance": \{\s*"total": \d+/);
 
     // Weights for the seated winner; then the seat empties and the next window burns to the owner.
     const repo = new WeightsRepo(db);

@@ -7,7 +7,16 @@ import fc from "fast-check";
 import pino from "pino";
 import tar from "tar-stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildArchive, collectFiles, LogTap, planTruncation } from "../../src/daemon/index.js";
+import {
+  buildArchive,
+  collectFiles,
+  LogTap,
+  METER_ROWS_MAX,
+  planTruncation,
+  upstreamEpisodeFiles,
+  upstreamMeterJson,
+  upstreamPolicyLog,
+} from "../../src/daemon/index.js";
 
 async function untar(gz: Buffer): Promise<Map<string, Buffer>> {
   const out = new Map<string, Buffer>();
@@ -130,5 +139,103 @@ describe("LogTap", () => {
     expect(JSON.parse(kept[0]!)).toMatchObject({ msg: "log.truncated" });
     expect(JSON.parse(kept.at(-1)!)).toMatchObject({ i: 9 });
     expect(kept.length).toBeLessThan(11);
+  });
+});
+
+describe("an episode's policy.log and meter.json in the upload, as upstream uploads them", () => {
+  const lines = (n: number, tag: string) => Array.from({ length: n }, (_, i) => `${tag} ${i}`).join("\n");
+
+  it("policy.log: the last 64 KiB of the policy's own log, then the sidecar's last 200 lines", () => {
+    const own = `${"x".repeat(100 * 1024)}\nEND-OF-POLICY-LOG`;
+    const text = `${own}\n--- stdout/stderr ---\n${lines(500, "out")}\n--- stderr ---\n${lines(50, "err")}\n`;
+    const up = upstreamPolicyLog(text);
+    const [file, container] = up.split("\n--- stdout/stderr ---\n") as [string, string];
+    expect(file.length).toBe(64 * 1024);
+    expect(file.endsWith("END-OF-POLICY-LOG")).toBe(true);
+    const kept = container.split("\n");
+    expect(kept).toHaveLength(200);
+    expect(kept.at(-1)).toBe("err 49");
+    expect(kept[0]).toBe("out 351");
+    // Our built-in sidecar logs to its stdout only: the whole file is the container's log.
+    const builtin = upstreamPolicyLog(`${lines(300, "line")}\n`);
+    expect(builtin.startsWith("--- stdout/stderr ---\nline 100\n")).toBe(true);
+    expect(builtin.split("\n")).toHaveLength(201);
+    expect(upstreamPolicyLog("")).toBe("");
+  });
+
+  it("meter.json: the summary's counters, the rows (the first 2000), the provenance report", () => {
+    const receipts = Array.from({ length: 2_050 }, (_, seq) => ({ seq, model: "kimi-k3", status: 200 }));
+    const summary = {
+      episode_id: "e1",
+      cap_usd: 0.3,
+      cost_usd: 0.0123456789,
+      reserved_usd: 0,
+      calls: 2_050,
+      errors: 1,
+      refused_cap: 2,
+      refused_model: 3,
+      clamped: 4,
+      overshoot_usd: 0,
+      closed_by_overshoot: false,
+      by_model: {
+        "kimi-k3": {
+          calls: 2_050,
+          cost_usd: 0.0123456789,
+          prompt_tokens: 1,
+          cached_tokens: 0,
+          completion_tokens: 1,
+        },
+      },
+      tokens: { prompt: 1, cached: 0, completion: 1 },
+    };
+    const provenance = { total: 3, matched: 2, unmatched: [4], coverage: 0.6667 };
+    const out = JSON.parse(
+      upstreamMeterJson(
+        { episode_id: "e1", price_table_hash: "ab", summary, receipts },
+        { provenance, quality: 1 },
+      )!,
+    );
+    expect(out).toMatchObject({
+      cost_usd: 0.012346,
+      calls: 2_050,
+      errors: 1,
+      refused_cap: 2,
+      refused_model: 3,
+      clamped: 4,
+      overshoot_usd: 0,
+      by_model: { "kimi-k3": 0.012346 },
+      tokens: { prompt: 1, cached: 0, completion: 1 },
+      cap_usd: 0.3,
+      rows_total: 2_050,
+      provenance,
+      episode_id: "e1",
+      price_table_hash: "ab",
+    });
+    expect(out.rows).toHaveLength(METER_ROWS_MAX);
+    expect(out.rows[1999].seq).toBe(1999);
+    expect(upstreamMeterJson({ something: "else" }, {})).toBeNull();
+  });
+
+  it("the whole archive: rewritten per episode, the rest untouched, within the 10 MiB cap", async () => {
+    const big = randomBytes(6 * 1024 * 1024).toString("base64"); // ~8 MiB that will not compress
+    const meter = { episode_id: "e", price_table_hash: "h", summary: null, receipts: [{ seq: 0 }] };
+    const entries = upstreamEpisodeFiles([
+      { name: "artifacts/a/policy.log", data: Buffer.from(`p\n--- stdout/stderr ---\n${lines(300, "l")}`) },
+      { name: "artifacts/a/meter.json", data: Buffer.from(JSON.stringify(meter)) },
+      { name: "artifacts/a/evaluation.json", data: Buffer.from('{"provenance": null}') },
+      { name: "artifacts/a/transcript.txt", data: Buffer.from(big) },
+      { name: "artifacts/b/meter.json", data: Buffer.from("not json") },
+    ]);
+    const built = await buildArchive(entries, 10 * 1024 * 1024);
+    expect(built.gz.length).toBeLessThanOrEqual(10 * 1024 * 1024);
+    const files = await untar(built.gz);
+    expect(files.get("artifacts/a/policy.log")!.toString().split("\n")).toHaveLength(202);
+    expect(JSON.parse(files.get("artifacts/a/meter.json")!.toString())).toMatchObject({
+      rows: [{ seq: 0 }],
+      provenance: null,
+      summary: null,
+    });
+    expect(files.get("artifacts/b/meter.json")!.toString()).toBe("not json");
+    expect(files.get("artifacts/a/evaluation.json")!.toString()).toBe('{"provenance": null}');
   });
 });
