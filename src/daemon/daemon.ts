@@ -81,14 +81,21 @@ export function benchFor(c: Config): "builtin" | "registry" {
 }
 
 /**
- * The models a vote is made on are upstream's, locked in code: the offline overrides (tests, local
- * rehearsals) never reach a daemon on a real network, with or without a provider key.
+ * A vote is made under upstream's rules: the models locked in code (the offline overrides for tests
+ * and local rehearsals never reach a daemon on a real network, with or without a provider key) and
+ * provenance reported, not scored (the strict rule is for local evaluation).
  */
-export function assertLockedModels(c: Config): void {
-  if (c.llm.unlocked && c.chain.network !== "local")
+export function assertSubnetRules(c: Config): void {
+  if (c.chain.network === "local") return;
+  if (c.llm.unlocked)
     throw new InputError(
       "offline_override_on_subnet",
       `OFFLINE_LLM_BASE_URL / OFFLINE_DEFAULT_MODEL cannot be used on ${c.chain.network}: every validator runs the locked models and endpoint (unset them, or set NETWORK=local to rehearse)`,
+    );
+  if (c.evaluation.strictProvenance)
+    throw new InputError(
+      "strict_provenance_on_subnet",
+      `STRICT_PROVENANCE cannot be used on ${c.chain.network}: the subnet reports provenance and never scores it (unset it, or set NETWORK=local to rehearse)`,
     );
 }
 
@@ -148,7 +155,7 @@ export class Daemon {
     this.state = "starting";
     const c = this.config;
     try {
-      assertLockedModels(c);
+      assertSubnetRules(c);
       const ignored = lockedEnvWarning(c);
       if (ignored) this.log.warn({ ignored: c.ignoredEnv, reason: ignored }, "config.locked_env_ignored");
       this.hotkey =

@@ -2,7 +2,7 @@
  * The daemon's public face: `Daemon` (start/stop), the log tap for per-evaluation archives, and the
  * pure decisions of its loops (exported for tests and the status page). See ./README.md.
  */
-export { assertLockedModels, Daemon, type DaemonOptions } from "./daemon.js";
+export { assertSubnetRules, Daemon, type DaemonOptions } from "./daemon.js";
 export {
   discardRetryDelayMs,
   type EpochFacts,

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { ENV_SCHEMA, LOCKED_ENV, loadConfig, lockedEnvWarning } from "../../src/config.js";
-import { assertLockedModels } from "../../src/daemon/index.js";
+import { assertSubnetRules } from "../../src/daemon/index.js";
 
 describe("config", () => {
   it("has defaults for an empty environment, simulator on", () => {
@@ -113,17 +113,26 @@ describe("config", () => {
         defaultModel: "kimi-k3",
         unlocked: true,
       });
-      expect(() => assertLockedModels(local)).not.toThrow();
+      expect(() => assertSubnetRules(local)).not.toThrow();
       // The simulator (no key) may pick its pin model for a dry run, but a daemon on a real network refuses.
       const sim = loadConfig({ OFFLINE_DEFAULT_MODEL: "kimi-k3" });
       expect(sim.llm.defaultModel).toBe("kimi-k3");
-      expect(() => assertLockedModels(sim)).toThrow(/cannot be used on finney/);
+      expect(() => assertSubnetRules(sim)).toThrow(/cannot be used on finney/);
       // With a key on the subnet the override stops the start, naming it.
       for (const NETWORK of ["finney", "test"])
         expect(() => loadConfig({ ...key, NETWORK, OFFLINE_LLM_BASE_URL: "http://127.0.0.1:9/v1" })).toThrow(
           /OFFLINE_LLM_BASE_URL.*cannot vote/,
         );
       expect(loadConfig(key).llm.unlocked).toBe(false);
+    });
+    it("the strict provenance rule is local: a daemon on a real network refuses it", () => {
+      expect(() => assertSubnetRules(loadConfig({ ...key, STRICT_PROVENANCE: "true" }))).toThrow(
+        /STRICT_PROVENANCE cannot be used on finney/,
+      );
+      expect(() =>
+        assertSubnetRules(loadConfig({ ...key, NETWORK: "local", STRICT_PROVENANCE: "true" })),
+      ).not.toThrow();
+      expect(() => assertSubnetRules(loadConfig(key))).not.toThrow();
     });
   });
 
