@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OfflineBench } from "../../src/bench/index.js";
 import { probeScenarioInfo } from "../../src/bench/probes.js";
+import { loadConfig } from "../../src/config.js";
 import type { EpisodeScenario } from "../../src/episode/index.js";
 import { type EpisodeResult, type RunEpisodeOptions, runEpisode } from "../../src/episode/index.js";
 import { outcomeOf } from "../../src/evaluation/index.js";
@@ -148,4 +149,16 @@ describe("episodes on the bench runtime", () => {
       agent: { killedBy: "watchdog_no_call" },
     });
   }, 900_000);
+
+  it("a pack of SKILL.md alone runs as pin on the locked testee, whatever the operator set", async () => {
+    const { llm } = loadConfig({ LLM_API_KEY: "k", DEFAULT_MODEL: "kimi-k3", LLM_MODEL: "glm-5.3-flash" });
+    const r = await episode({
+      pack: packOf({}),
+      defaultModel: llm.defaultModel,
+      timeouts: { agentMs: 60_000 },
+    });
+    expect(r.usage?.calls).toBeGreaterThan(0);
+    expect(Object.keys(r.by_model)).toEqual(["qwen3.8-27b"]);
+    expect(r.failure?.class ?? "policy").toBe("policy");
+  }, 600_000);
 });
