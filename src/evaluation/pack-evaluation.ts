@@ -87,13 +87,15 @@ export function resolveRequest(
     ...(req.suite !== undefined ? { suite: req.suite } : {}),
     ...(req.scenarios?.length ? { scenarios: req.scenarios } : {}),
   });
+  // Upstream's fallback (resolve_eval_spec): the local spec, with a warning here and an alarm on the
+  // status page until an epoch names a spec this validator knows again.
   if (r.fellBackFrom !== undefined) {
     env.log.warn({ requested: r.fellBackFrom, using: r.spec }, "evaluation.unknown_spec");
     env.observer.raise(
       "unknown_spec",
       `spec ${String(r.fellBackFrom)} is not known to this validator; evaluated spec ${r.spec} instead (upgrade?)`,
     );
-  }
+  } else env.observer.clear?.("unknown_spec");
   return r;
 }
 

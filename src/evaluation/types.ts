@@ -190,6 +190,8 @@ export interface EvaluationObserver {
   raise(code: string, message: string, severity?: "warn" | "error"): void;
   /** Image builds and pulls while the bench is prepared (the status page shows them). */
   benchProgress?(p: BenchProgress): void;
+  /** An alarm's cause is gone (the status page's LiveStatus clears it). */
+  clear?(code: string): void;
 }
 
 /** The settings an evaluation reads, taken from the configuration once by the composition root. */
