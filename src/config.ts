@@ -38,7 +38,7 @@ export const ENV_SCHEMA = {
   // LLM provider (Engy)
   LLM_API_KEY: optional(z.string().min(1)),
   // The provider's endpoint and the testee default are locked in code (src/subnet.ts); these two
-  // replace them only in runs that can never vote (NETWORK=local, or the simulator).
+  // replace them only in runs that can never vote (tests, eval, a daemon on NETWORK=local).
   OFFLINE_LLM_BASE_URL: optional(url),
   OFFLINE_DEFAULT_MODEL: optional(z.string().min(1)),
   EPISODE_CAP_USD: num(0.000001, 1000).default(0.3),
@@ -213,14 +213,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const e = parsed.data;
   const dataDir = resolve(expandHome(e.DATA_DIR));
   const simulated = e.LLM_API_KEY === undefined;
+  // A vote must be made on the models every other validator uses: the override is for what never
+  // votes (eval, check, tests) and, in the daemon, for a local chain only (src/daemon assertSubnetRules).
   const unlocked = e.OFFLINE_LLM_BASE_URL !== undefined || e.OFFLINE_DEFAULT_MODEL !== undefined;
-  // A vote must be made on the models every other validator uses: the override is for runs that
-  // can never vote (a local chain, or the simulator standing in for the provider).
-  if (unlocked && e.NETWORK !== "local" && !simulated)
-    throw new InputError(
-      "invalid_config",
-      `invalid environment: OFFLINE_LLM_BASE_URL and OFFLINE_DEFAULT_MODEL are for runs that cannot vote; on ${e.NETWORK} with LLM_API_KEY set the models and endpoint are locked (unset them, or set NETWORK=local)`,
-    );
   return {
     dataDir,
     dbPath: resolve(dataDir, "validator.sqlite"),

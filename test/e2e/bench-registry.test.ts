@@ -82,7 +82,7 @@ async function evalBench(ref: string) {
         SUBNET_SPECS_FILE: specsFile,
         VERIFIER_NETWORK: "none",
         LLM_API_KEY: MARKER,
-        LLM_BASE_URL: sim.url,
+        OFFLINE_LLM_BASE_URL: sim.url,
       },
     },
   );

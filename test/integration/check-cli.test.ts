@@ -54,7 +54,7 @@ beforeAll(async () => {
   llmUrl = `http://127.0.0.1:${(llm.address() as { port: number }).port}/v1`;
   env = {
     ...testEnv({ dataDir: join(dir, "data"), wallet, platformUrl: fake.url, chainUrl: subnet.node.url }),
-    LLM_BASE_URL: llmUrl,
+    OFFLINE_LLM_BASE_URL: llmUrl,
     LLM_API_KEY: "good-key",
     EVAL_ENABLED: "1",
   };

@@ -114,16 +114,20 @@ describe("config", () => {
         unlocked: true,
       });
       expect(() => assertSubnetRules(local)).not.toThrow();
-      // The simulator (no key) may pick its pin model for a dry run, but a daemon on a real network refuses.
-      const sim = loadConfig({ OFFLINE_DEFAULT_MODEL: "kimi-k3" });
-      expect(sim.llm.defaultModel).toBe("kimi-k3");
-      expect(() => assertSubnetRules(sim)).toThrow(/cannot be used on finney/);
-      // With a key on the subnet the override stops the start, naming it.
-      for (const NETWORK of ["finney", "test"])
-        expect(() => loadConfig({ ...key, NETWORK, OFFLINE_LLM_BASE_URL: "http://127.0.0.1:9/v1" })).toThrow(
-          /OFFLINE_LLM_BASE_URL.*cannot vote/,
+      // Commands that never vote (eval, check, tests) read it on any network; a daemon on a real
+      // network refuses it, with a key or on the simulator.
+      for (const env of [
+        { OFFLINE_DEFAULT_MODEL: "kimi-k3" },
+        { ...key, NETWORK: "test", OFFLINE_LLM_BASE_URL: "http://127.0.0.1:9/v1" },
+      ]) {
+        const c = loadConfig(env);
+        expect(c.llm.unlocked).toBe(true);
+        expect(() => assertSubnetRules(c)).toThrow(
+          /OFFLINE_LLM_BASE_URL \/ OFFLINE_DEFAULT_MODEL cannot be used on (finney|test)/,
         );
+      }
       expect(loadConfig(key).llm.unlocked).toBe(false);
+      expect(() => assertSubnetRules(loadConfig(key))).not.toThrow();
     });
     it("the strict provenance rule is local: a daemon on a real network refuses it", () => {
       expect(() => assertSubnetRules(loadConfig({ ...key, STRICT_PROVENANCE: "true" }))).toThrow(
