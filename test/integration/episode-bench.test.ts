@@ -4,7 +4,8 @@
  * bench (no registry: the images are used where they were built) with the real meter and the Engy
  * simulator on loopback. Upstream's two outcomes (issue 27 item 8): a sidecar that never starts
  * scores the scenario 0 and the verifier never runs; an agent that wrote nothing is still graded
- * (the tests run on what it left) after the policy-stall watchdog stopped it.
+ * (the tests run on what it left) after the policy-stall watchdog stopped it, and an empty
+ * deliverable scores the scenario's null floor.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -13,15 +14,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OfflineBench } from "../../src/bench/index.js";
 import { probeScenarioInfo } from "../../src/bench/probes.js";
 import { loadConfig } from "../../src/config.js";
+import { round4 } from "../../src/episode/ctrf.js";
 import type { EpisodeScenario } from "../../src/episode/index.js";
 import { type EpisodeResult, type RunEpisodeOptions, runEpisode } from "../../src/episode/index.js";
 import { outcomeOf } from "../../src/evaluation/index.js";
 import { sdkSingleFile } from "../../src/policy/index.js";
 import type { BuiltImage } from "../../src/sandbox/index.js";
-import { type EpisodeRig, packOf, REPO_ROOT, startEpisodeRig } from "../helpers/episode.js";
+import { type EpisodeRig, packOf, REPO_ROOT, shippedScenario, startEpisodeRig } from "../helpers/episode.js";
 import { countLabelled } from "../helpers/sandbox.js";
 
-const GIT = "git-lost-commit-recovery";
+const GIT = "git-lost-commit-recovery"; // null floor 1/6: a floor that is not 0
 // The bench test's namespace: the same content hashes, so the images are shared with it.
 const TARGET = `127.0.0.1:${process.env.TRAJRL_REGISTRY_PORT ?? "5000"}/trajrl-bench-test`;
 
@@ -30,6 +32,7 @@ let out: string;
 let base: BuiltImage;
 let scenarioImage: BuiltImage;
 let scenario: EpisodeScenario;
+let nullFloor: number;
 
 const asBuilt = (i: { ref: string; id: string }): BuiltImage => ({
   ref: i.ref,
@@ -64,6 +67,7 @@ beforeAll(async () => {
       Object.entries(info.tests_files_b64).map(([f, b64]) => [f, Buffer.from(b64, "base64")]),
     ),
   };
+  nullFloor = (await shippedScenario(GIT)).task.metadata?.null_floor as number;
 }, 1_200_000);
 
 afterAll(async () => {
@@ -160,5 +164,47 @@ describe("episodes on the bench runtime", () => {
     expect(r.usage?.calls).toBeGreaterThan(0);
     expect(Object.keys(r.by_model)).toEqual(["qwen3.8-27b"]);
     expect(r.failure?.class ?? "policy").toBe("policy");
+  }, 600_000);
+
+  it("an agent that left an empty deliverable is graded at the scenario's null floor", async () => {
+    // A raw policy that plays the model without calling one: one tool call that leaves an empty
+    // recover.sh, then "done" (its answers are unmetered: reported, never scored, on the subnet).
+    const scripted = [
+      "import http.server, json, os",
+      "TOOL = {'index': 0, 'id': 'c1', 'type': 'function', 'function': {'name': 'terminal', 'arguments': json.dumps({'command': ': > /app/recover.sh'})}}",
+      "class H(http.server.BaseHTTPRequestHandler):",
+      "    protocol_version = 'HTTP/1.1'",
+      "    def do_GET(self):",
+      '        body = b\'{"object": "list", "data": [{"id": "auto"}]}\'',
+      "        self.send_response(200); self.send_header('content-type', 'application/json'); self.send_header('content-length', str(len(body))); self.end_headers(); self.wfile.write(body)",
+      "    def do_POST(self):",
+      "        req = json.loads(self.rfile.read(int(self.headers.get('content-length', '0'))) or b'{}')",
+      "        done = any(m.get('role') == 'tool' for m in req.get('messages', []))",
+      "        msg = {'role': 'assistant', 'content': 'done.'} if done else {'role': 'assistant', 'content': None, 'tool_calls': [TOOL]}",
+      "        finish = 'stop' if done else 'tool_calls'",
+      "        if req.get('stream'):",
+      "            chunks = [{'choices': [{'index': 0, 'delta': msg, 'finish_reason': None}]}, {'choices': [{'index': 0, 'delta': {}, 'finish_reason': finish}]}]",
+      "            body = ''.join('data: ' + json.dumps(dict(c, id='x', object='chat.completion.chunk', created=0, model='auto')) + '\\n\\n' for c in chunks) + 'data: [DONE]\\n\\n'",
+      "            ctype = 'text/event-stream'",
+      "        else:",
+      "            body = json.dumps({'id': 'x', 'object': 'chat.completion', 'created': 0, 'model': 'auto', 'choices': [{'index': 0, 'message': msg, 'finish_reason': finish}]})",
+      "            ctype = 'application/json'",
+      "        data = body.encode()",
+      "        self.send_response(200); self.send_header('content-type', ctype); self.send_header('content-length', str(len(data))); self.end_headers(); self.wfile.write(data)",
+      "    def log_message(self, *a):",
+      "        pass",
+      'http.server.ThreadingHTTPServer(("0.0.0.0", int(os.environ["POLICY_PORT"])), H).serve_forever()',
+      "",
+    ].join("\n");
+    const r = await episode({
+      pack: packOf({ "policy.py": scripted }),
+      timeouts: { agentMs: 300_000, watchdogFirstCallMs: 240_000 },
+    });
+    expect(r.failure).toBeNull();
+    expect(r.agent).toMatchObject({ killed_by: null, tool_calls: 1 });
+    expect(r.status).toBe("scored");
+    expect(r.tests).toBe(6);
+    expect(round4(r.quality)).toBe(nullFloor);
+    expect(nullFloor).toBeGreaterThan(0);
   }, 600_000);
 });
