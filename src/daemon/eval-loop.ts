@@ -18,12 +18,11 @@ import {
   stillCurrent,
 } from "../platform/index.js";
 import type { LiveStatus } from "../status/index.js";
-import {
-  type EvaluationRepo,
-  MARK,
-  type PlatformMarksRepo,
-  type ScoredEpochRepo,
-  type VerdictOutboxRepo,
+import type {
+  EvaluationRepo,
+  PlatformMarksRepo,
+  ScoredEpochRepo,
+  VerdictOutboxRepo,
 } from "../store/index.js";
 import { llmModelLabel } from "../subnet.js";
 import { HARNESS_NAME, VERSION } from "../version.js";
