@@ -199,46 +199,57 @@ export function upstreamPolicyLog(text: string): string {
 
 const usd6 = (x: unknown) => (typeof x === "number" && Number.isFinite(x) ? Math.round(x * 1e6) / 1e6 : x);
 
+/** Upstream's `EpisodeUsage.summary()` keys, in its order. */
+const UPSTREAM_SUMMARY_KEYS = [
+  "cost_usd",
+  "calls",
+  "errors",
+  "refused_cap",
+  "refused_model",
+  "clamped",
+  "overshoot_usd",
+  "by_model",
+  "tokens",
+  "cap_usd",
+] as const;
+
 /**
- * An episode's meter.json in upstream's shape (`episode.meter`: `usage.summary()` + `rows` +
- * `provenance`): the summary's counters at the top (`by_model` as USD per model), the receipts as
- * `rows` (the first 2000, as upstream's meter keeps; `rows_total` when there were more), the shadow
- * provenance report from evaluation.json; our own summary and price-table hash ride along. Null when
- * our meter.json is not what the episode writes (left as it is).
+ * An episode's meter.json as upstream uploads it (`episode.meter`: `usage.summary()` + `rows` +
+ * `provenance`): the summary's keys at the top (`by_model` as USD per model), the rows (upstream's
+ * field names, as src/meter writes them; the first 2000, as upstream's meter keeps them), and the
+ * shadow provenance report from evaluation.json; our summary and the price table's hash ride along.
+ * Our full receipts stay in the local artifact and the database. Null when the file is not what an
+ * episode writes (it is then uploaded as it is).
  */
 export function upstreamMeterJson(meter: unknown, evaluation: unknown): string | null {
   if (!meter || typeof meter !== "object" || Array.isArray(meter)) return null;
   const m = meter as Record<string, unknown>;
-  if (!Array.isArray(m.receipts)) return null;
+  const rows = Array.isArray(m.rows) ? m.rows : Array.isArray(m.receipts) ? m.receipts : null;
+  if (rows === null) return null;
   const sum = (m.summary && typeof m.summary === "object" ? m.summary : null) as Record<
     string,
     unknown
   > | null;
   const ev = (evaluation && typeof evaluation === "object" ? evaluation : {}) as Record<string, unknown>;
-  const byModel: Record<string, unknown> = {};
-  if (sum?.by_model && typeof sum.by_model === "object")
-    for (const [model, u] of Object.entries(sum.by_model as Record<string, unknown>).sort(([a], [b]) =>
-      a < b ? -1 : a > b ? 1 : 0,
-    ))
-      byModel[model] = usd6((u as { cost_usd?: unknown } | null)?.cost_usd ?? u);
-  const rows = m.receipts.slice(0, METER_ROWS_MAX);
+  const head: Record<string, unknown> = {};
+  if (sum)
+    for (const k of UPSTREAM_SUMMARY_KEYS) {
+      if (k === "by_model" && sum.by_model && typeof sum.by_model === "object") {
+        const byModel: Record<string, unknown> = {};
+        for (const [model, u] of Object.entries(sum.by_model as Record<string, unknown>).sort(([a], [b]) =>
+          a < b ? -1 : a > b ? 1 : 0,
+        ))
+          byModel[model] = usd6(
+            typeof u === "object" && u !== null ? (u as { cost_usd?: unknown }).cost_usd : u,
+          );
+        head.by_model = byModel;
+      } else if (k in sum) head[k] = k === "cost_usd" || k === "overshoot_usd" ? usd6(sum[k]) : sum[k];
+    }
+  const kept = rows.slice(0, METER_ROWS_MAX);
   const out: Record<string, unknown> = {
-    ...(sum
-      ? {
-          cost_usd: usd6(sum.cost_usd),
-          calls: sum.calls,
-          errors: sum.errors,
-          refused_cap: sum.refused_cap,
-          refused_model: sum.refused_model,
-          clamped: sum.clamped,
-          overshoot_usd: usd6(sum.overshoot_usd),
-          by_model: byModel,
-          tokens: sum.tokens,
-          cap_usd: sum.cap_usd,
-        }
-      : {}),
-    rows,
-    ...(m.receipts.length > rows.length ? { rows_total: m.receipts.length } : {}),
+    ...head,
+    rows: kept,
+    ...(rows.length > kept.length ? { rows_total: rows.length } : {}),
     provenance: ev.provenance ?? null,
     episode_id: m.episode_id ?? null,
     price_table_hash: m.price_table_hash ?? null,

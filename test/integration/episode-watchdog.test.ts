@@ -28,7 +28,7 @@ async function setup(capUsd = 0.3) {
     apiKey: KEY,
     allowlist: loadAllowlist(),
     prices: loadPriceTable(),
-    retry: { baseDelayMs: 5, maxDelayMs: 20, maxRetries: 1 },
+    retry: { statusRetries: 1, streamRetries: 1, statusStepMs: 5, streamStepMs: 5 },
     upstreamTimeoutMs: 5_000,
   });
   const listener = await meter.listen("127.0.0.1", 0);

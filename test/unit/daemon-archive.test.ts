@@ -17,6 +17,7 @@ import {
   upstreamMeterJson,
   upstreamPolicyLog,
 } from "../../src/daemon/index.js";
+import { meterArtifact, type Receipt, type UsageSummary } from "../../src/meter/index.js";
 
 async function untar(gz: Buffer): Promise<Map<string, Buffer>> {
   const out = new Map<string, Buffer>();
@@ -163,9 +164,38 @@ describe("an episode's policy.log and meter.json in the upload, as upstream uplo
     expect(upstreamPolicyLog("")).toBe("");
   });
 
-  it("meter.json: the summary's counters, the rows (the first 2000), the provenance report", () => {
-    const receipts = Array.from({ length: 2_050 }, (_, seq) => ({ seq, model: "kimi-k3", status: 200 }));
-    const summary = {
+  it("meter.json: the summary's keys at the top, the rows (the first 2000), the provenance report", () => {
+    const receipt = (seq: number): Receipt => ({
+      episode_id: "e1",
+      seq,
+      started_at: "2026-12-04T10:00:00.000Z",
+      ts: 1_796_378_400 + seq,
+      model: "kimi-k3",
+      status: 200,
+      upstream_status: 200,
+      stream: true,
+      prompt_tokens: 10,
+      cached_tokens: 0,
+      completion_tokens: 5,
+      usd: 0.00001,
+      usd_pico: "10000000",
+      reserved_usd: 0.001,
+      reserved_pico: "1000000000",
+      max_tokens: 100,
+      clamped: false,
+      retries: 0,
+      ttfb_ms: 12,
+      duration_ms: 40,
+      request_id: `r${seq}`,
+      content_sha: "c".repeat(16),
+      tool_sha: null,
+      tool_calls: 0,
+      finish_reason: "stop",
+      truncated: false,
+      usage_estimated: false,
+      error_code: null,
+    });
+    const summary: UsageSummary = {
       episode_id: "e1",
       cap_usd: 0.3,
       cost_usd: 0.0123456789,
@@ -174,9 +204,12 @@ describe("an episode's policy.log and meter.json in the upload, as upstream uplo
       errors: 1,
       refused_cap: 2,
       refused_model: 3,
+      refused: { cap: 2, model: 3 },
       clamped: 4,
       overshoot_usd: 0,
-      closed_by_overshoot: false,
+      retries: 0,
+      waited: 0,
+      rows_dropped: 0,
       by_model: {
         "kimi-k3": {
           calls: 2_050,
@@ -188,37 +221,52 @@ describe("an episode's policy.log and meter.json in the upload, as upstream uplo
       },
       tokens: { prompt: 1, cached: 0, completion: 1 },
     };
+    // The artifact exactly as the episode writes it (src/meter's meterArtifact).
+    const artifact = meterArtifact({
+      episodeId: "e1",
+      priceTableHash: "ab",
+      summary,
+      receipts: Array.from({ length: 2_050 }, (_, i) => receipt(i + 1)),
+    });
     const provenance = { total: 3, matched: 2, unmatched: [4], coverage: 0.6667 };
-    const out = JSON.parse(
-      upstreamMeterJson(
-        { episode_id: "e1", price_table_hash: "ab", summary, receipts },
-        { provenance, quality: 1 },
-      )!,
-    );
+    const out = JSON.parse(upstreamMeterJson(artifact, { provenance, quality: 1 })!);
+    expect(Object.keys(out).slice(0, 10)).toEqual([
+      "cost_usd",
+      "calls",
+      "errors",
+      "refused_cap",
+      "refused_model",
+      "clamped",
+      "overshoot_usd",
+      "by_model",
+      "tokens",
+      "cap_usd",
+    ]);
     expect(out).toMatchObject({
       cost_usd: 0.012346,
       calls: 2_050,
-      errors: 1,
-      refused_cap: 2,
-      refused_model: 3,
-      clamped: 4,
-      overshoot_usd: 0,
       by_model: { "kimi-k3": 0.012346 },
-      tokens: { prompt: 1, cached: 0, completion: 1 },
-      cap_usd: 0.3,
       rows_total: 2_050,
       provenance,
       episode_id: "e1",
       price_table_hash: "ab",
     });
     expect(out.rows).toHaveLength(METER_ROWS_MAX);
-    expect(out.rows[1999].seq).toBe(1999);
+    // upstream's row field names, as the meter writes them
+    expect(out.rows[0]).toMatchObject({
+      model: "kimi-k3",
+      status: 200,
+      prompt: 10,
+      completion: 5,
+      rid: "r1",
+    });
+    expect(out).not.toHaveProperty("receipts");
     expect(upstreamMeterJson({ something: "else" }, {})).toBeNull();
   });
 
   it("the whole archive: rewritten per episode, the rest untouched, within the 10 MiB cap", async () => {
     const big = randomBytes(6 * 1024 * 1024).toString("base64"); // ~8 MiB that will not compress
-    const meter = { episode_id: "e", price_table_hash: "h", summary: null, receipts: [{ seq: 0 }] };
+    const meter = { episode_id: "e", price_table_hash: "h", summary: null, rows: [{ seq: 0 }], receipts: [] };
     const entries = upstreamEpisodeFiles([
       { name: "artifacts/a/policy.log", data: Buffer.from(`p\n--- stdout/stderr ---\n${lines(300, "l")}`) },
       { name: "artifacts/a/meter.json", data: Buffer.from(JSON.stringify(meter)) },
