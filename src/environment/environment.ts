@@ -15,7 +15,14 @@ import {
 import type { Config } from "../config.js";
 import type { EvaluationEnvironment, EvaluationSettings } from "../evaluation/index.js";
 import type { Logger } from "../log.js";
-import { loadAllowlist, loadPriceTable, Meter, type Receipt, type ReceiptSink } from "../meter/index.js";
+import {
+  loadAllowlist,
+  loadPriceTable,
+  Meter,
+  type Receipt,
+  type ReceiptSink,
+  type RetryPolicy,
+} from "../meter/index.js";
 import { sdkSingleFile } from "../policy/index.js";
 import { ALLOWLIST_FILE, PRICE_TABLE_FILE, REPO_ROOT } from "../repo.js";
 import { Sandbox } from "../sandbox/index.js";
@@ -43,6 +50,10 @@ export interface OpenEnvironmentOptions {
   db?: Db;
   /** Shorter per-episode timeouts (tests). */
   episodeTimeouts?: EvaluationSettings["episodeTimeouts"];
+  /** Extra environment for the built-in agent (tests). */
+  agentEnv?: Record<string, string>;
+  /** The meter's retry schedule (tests shorten upstream's delays). */
+  meterRetry?: Partial<RetryPolicy>;
   /**
    * Which bench the evaluations run; default BENCH_SOURCE, else the built-in suite. `benchRef`
    * overrides BENCH_IMAGE / IMAGE_CHANNEL for the registry source (`eval --bench REF`).
@@ -86,6 +97,7 @@ function settingsOf(config: Config, opts: OpenEnvironmentOptions): EvaluationSet
     defaultModel: config.llm.defaultModel,
     agentCommand: config.evaluation.agentCommand,
     episodeTimeouts: opts.episodeTimeouts,
+    agentEnv: opts.agentEnv,
     strictProvenance: config.evaluation.strictProvenance,
     llm: { baseUrl: config.llm.baseUrl, simulated: config.llm.simulated },
   };
@@ -133,6 +145,7 @@ export async function openEnvironment(config: Config, opts: OpenEnvironmentOptio
       receipts: receiptTee(new ReceiptRepo(db), live),
       log: log.child({ component: "meter" }),
       upstreamTimeoutMs: config.llm.upstreamTimeoutMs,
+      ...(opts.meterRetry ? { retry: opts.meterRetry } : {}),
     });
     cleanups.push(() => meter.stop());
 

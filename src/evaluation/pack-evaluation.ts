@@ -292,6 +292,7 @@ export async function evaluatePack(
           episodeId: er.episodeId,
           ...(settings.agentCommand ? { agentCommand: settings.agentCommand } : {}),
           ...(settings.episodeTimeouts ? { timeouts: settings.episodeTimeouts } : {}),
+          ...(settings.agentEnv ? { agentEnv: settings.agentEnv } : {}),
           onProgress: (p) => er.onProgress(p),
         });
         env.observer.episodeEnd({

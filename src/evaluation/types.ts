@@ -204,6 +204,8 @@ export interface EvaluationSettings {
   agentCommand: string | undefined;
   /** Shorter episode timeouts (tests). */
   episodeTimeouts: EpisodeTimeouts | undefined;
+  /** Extra environment for the built-in agent (tests: e.g. AGENT_LLM_RETRIES); never secrets. */
+  agentEnv?: Readonly<Record<string, string>> | undefined;
   /** The strict provenance rule (opt-in for local evaluation; upstream reports, never scores). */
   strictProvenance: boolean;
   llm: { baseUrl: string; simulated: boolean };

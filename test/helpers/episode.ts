@@ -50,6 +50,9 @@ export async function startEpisodeRig(
     apiKey: "sim",
     allowlist: loadAllowlist(),
     prices: loadPriceTable(),
+    // Upstream's retry schedule (6 × 1.5 s·n for a 503) stacked under the policy SDK's own: the
+    // rig shortens the meter's delays (the schedule itself is tested in meter.test.ts).
+    retry: { statusStepMs: 20, streamStepMs: 20 },
     log,
   });
   const sandbox = await openTestSandbox({ log });

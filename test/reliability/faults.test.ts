@@ -83,6 +83,7 @@ interface Accounting {
   retries: number;
   truncated: number;
   estimated: number;
+  noUsage: number;
   upstreamRequests: number;
 }
 
@@ -102,7 +103,7 @@ function account(evaluationId: string): Accounting {
     const ids = episodes.map((e) => e.id);
     const receipts = db
       .prepare(
-        `SELECT episode_id, seq, upstream_status, retries, truncated, usage_estimated FROM receipts WHERE episode_id IN (${ids.map(() => "?").join(",")})`,
+        `SELECT episode_id, seq, upstream_status, retries, truncated, usage_estimated, error_code FROM receipts WHERE episode_id IN (${ids.map(() => "?").join(",")})`,
       )
       .all(...ids) as Array<{
       episode_id: string;
@@ -111,6 +112,7 @@ function account(evaluationId: string): Accounting {
       retries: number;
       truncated: number;
       usage_estimated: number;
+      error_code: string | null;
     }>;
     expect(new Set(receipts.map((r) => `${r.episode_id}/${r.seq}`)).size).toBe(receipts.length);
     return {
@@ -120,6 +122,7 @@ function account(evaluationId: string): Accounting {
       retries: receipts.reduce((a, r) => a + r.retries, 0),
       truncated: receipts.filter((r) => r.truncated).length,
       estimated: receipts.filter((r) => r.usage_estimated).length,
+      noUsage: receipts.filter((r) => r.error_code === "no-usage" || r.error_code === "no_usage").length,
       upstreamRequests: receipts
         .filter((r) => r.upstream_status !== null)
         .reduce((a, r) => a + 1 + r.retries, 0),
@@ -179,7 +182,7 @@ describe("provider faults during an evaluation", () => {
     expect(acc.upstreamRequests).toBe(seen);
   }, 600_000);
 
-  it("missing usage: the cost is estimated and marked, never zero", async () => {
+  it("missing usage: billed $0 and marked no-usage, as upstream bills it; the same verdict", async () => {
     const { r, seen, acc } = await underFaults(
       { rules: [{ fault: { kind: "no_usage" }, count: 1_000_000 }] },
       "no-usage",
@@ -187,20 +190,48 @@ describe("provider faults during an evaluation", () => {
     expect(r.kind).toBe("verdict");
     const v = (r as { verdict: Verdict }).verdict;
     expect(essence(v)).toEqual(essence(baseline));
-    expect(acc.estimated).toBe(acc.receipts);
-    expect(v.costUsd).toBeGreaterThan(0);
+    expect(acc.noUsage).toBe(acc.receipts);
+    expect(v.costUsd).toBe(0);
     expect(acc.upstreamRequests).toBe(seen);
   }, 600_000);
 
   it("the provider down for good: episodes fail as upstream, the evaluation is discarded, no verdict", async () => {
-    const { r, acc } = await underFaults(
-      { rules: [{ fault: { kind: "503", retryAfterS: 0 }, count: 1_000_000 }] },
-      "outage",
+    // Every call is retried by the meter (6 × 1.5 s·n), then by the policy SDK (the same schedule)
+    // and by the agent, as upstream's own layers do: this environment shortens the meter's delays
+    // and lets the agent give up at once, so four attempts of an outage fit the test's time.
+    const outageEnv = await openEnvironment(
+      loadConfig({
+        DATA_DIR: dataDir,
+        LLM_API_KEY: "sim-key",
+        OFFLINE_LLM_BASE_URL: sim.url,
+        EVAL_CONCURRENCY: "2",
+        SCENARIOS_DIR: SCENARIOS_DIR,
+      }),
+      {
+        log: silentLogger,
+        agentEnv: { AGENT_LLM_RETRIES: "0" },
+        meterRetry: { statusStepMs: 10, streamStepMs: 10 },
+      },
     );
-    expect(r.kind).toBe("discarded");
-    expect(acc.evaluations).toBe(1);
-    expect(acc.finals).toBe(0);
-  }, 600_000);
+    sim.setFaults({ rules: [{ fault: { kind: "503", retryAfterS: 0 }, count: 1_000_000 }] });
+    try {
+      const r = await evaluatePack(outageEnv, {
+        pack: loadPack(PACK),
+        label: "outage",
+        scenarios: SCENARIOS,
+        source: "local",
+        concurrency: 2,
+        backoffScale: 0.01,
+      });
+      expect(r.kind).toBe("discarded");
+      const acc = account(r.evaluationId);
+      expect(acc.evaluations).toBe(1);
+      expect(acc.finals).toBe(0);
+    } finally {
+      sim.setFaults({ rules: [] });
+      await outageEnv.close();
+    }
+  }, 900_000);
 });
 
 describe("local faults during an evaluation", () => {
