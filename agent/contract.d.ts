@@ -55,6 +55,11 @@ export interface AgentEnvOptions {
   outputCap?: number;
   turnsFile?: string;
   transcriptFile?: string;
+  /**
+   * Run every tool as this user (AGENT_TOOL_UID/GID/HOME): the agent itself runs as root with
+   * CAP_SETUID/SETGID/KILL, so no tool command can write its record or touch its process.
+   */
+  toolUser?: { uid: number; gid: number; home?: string };
 }
 /** `KEY=value` entries for the agent's container (dockerode `Env`). */
 export declare function agentEnv(opts?: AgentEnvOptions): string[];

@@ -86,6 +86,11 @@ export function agentEnv(opts = {}) {
   if (opts.llmApiKey) env.LLM_API_KEY = opts.llmApiKey;
   if (opts.turnsFile) env.AGENT_TURNS_FILE = opts.turnsFile;
   if (opts.transcriptFile) env.AGENT_TRANSCRIPT_FILE = opts.transcriptFile;
+  if (opts.toolUser) {
+    env.AGENT_TOOL_UID = String(opts.toolUser.uid);
+    env.AGENT_TOOL_GID = String(opts.toolUser.gid);
+    if (opts.toolUser.home) env.AGENT_TOOL_HOME = opts.toolUser.home;
+  }
   return Object.entries(env).map(([k, v]) => `${k}=${v}`);
 }
 

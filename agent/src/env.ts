@@ -19,6 +19,15 @@ export interface AgentConfig {
   llmTimeoutMs: number;
   llmRetries: number;
   retryBaseMs: number;
+  /** Run every tool as this user (the agent itself is root): AGENT_TOOL_UID/GID/HOME. */
+  toolUser?: ToolUserConfig | undefined;
+}
+
+export interface ToolUserConfig {
+  uid: number;
+  gid: number;
+  /** HOME of the tool user's commands (AGENT_TOOL_HOME; default: its /etc/passwd entry, else /). */
+  home: string | undefined;
 }
 
 export class AgentConfigError extends Error {
@@ -69,7 +78,26 @@ export function readAgentEnv(env: Record<string, string | undefined>): AgentConf
     llmTimeoutMs: int("AGENT_LLM_TIMEOUT_S", 1, 86_400) * 1000,
     llmRetries: int("AGENT_LLM_RETRIES", 0, 20),
     retryBaseMs: int("AGENT_RETRY_BASE_MS", 0, 60_000),
+    toolUser: undefined,
   };
+  const id = (k: string): number | undefined => {
+    const raw = get(k);
+    if (raw === undefined) return undefined;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < 1 || n > 2 ** 31 - 1) {
+      problems.push(`${k}=${JSON.stringify(raw)} is not a non-root id`);
+      return undefined;
+    }
+    return n;
+  };
+  const toolUid = id("AGENT_TOOL_UID");
+  const toolGid = id("AGENT_TOOL_GID");
+  if ((toolUid === undefined) !== (toolGid === undefined) && problems.length === 0)
+    problems.push("AGENT_TOOL_UID and AGENT_TOOL_GID go together");
+  cfg.toolUser =
+    toolUid !== undefined && toolGid !== undefined
+      ? { uid: toolUid, gid: toolGid, home: get("AGENT_TOOL_HOME") }
+      : undefined;
   if (problems.length > 0) throw new AgentConfigError(`invalid environment: ${problems.join("; ")}`);
   return cfg;
 }

@@ -22,7 +22,7 @@ import type { AgentConfig } from "./env.js";
 import { ChatClient } from "./llm.js";
 import { SYSTEM_PROMPT, taskPrompt } from "./prompts.js";
 import { parseToolArguments } from "./repair.js";
-import { executeToolCall, TOOL_NAMES, type ToolContext, toolSchemas } from "./tools.js";
+import { executeToolCall, TOOL_NAMES, type ToolContext, type ToolUser, toolSchemas } from "./tools.js";
 import type { SessionLog } from "./turns.js";
 
 export interface SessionDeps {
@@ -32,6 +32,8 @@ export interface SessionDeps {
   signal: AbortSignal;
   client?: ChatClient;
   killGraceMs?: number;
+  /** Run the tools as this user (the agent is root): see ToolContext.user. */
+  toolUser?: ToolUser;
   /** One human-readable line per finished turn (stderr in the CLI). */
   progress?: (line: string) => void;
   /** The opening user message instead of the fixed task prompt (`hermes chat -q PROMPT`). */
@@ -107,6 +109,7 @@ export class AgentSession {
       outputCap: cfg.outputCap,
       env: deps.commandEnv,
       killGraceMs: deps.killGraceMs,
+      ...(deps.toolUser ? { user: deps.toolUser } : {}),
     };
   }
 

@@ -3,16 +3,18 @@
  * (see agent/README.md); `--self-test` checks every tool and the loop offline; `--version`.
  * Exit codes: AGENT_EXIT in agent/contract.js.
  */
-import { mkdirSync, statSync } from "node:fs";
+import { mkdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { AGENT_EXIT, AGENT_VERSION, type SummaryRecord, TURNS_FILE_NAME } from "../contract.js";
-import { AgentConfigError, commandEnv, readAgentEnv } from "./env.js";
+import { type AgentConfig, AgentConfigError, commandEnv, readAgentEnv } from "./env.js";
 import { AgentSession } from "./loop.js";
 import { runSelfTest } from "./selftest.js";
 import { killAllCommandGroups } from "./shell.js";
+import { serveToolWorker, ToolWorker } from "./tool-worker.js";
+import type { ToolUser } from "./tools.js";
 import { SessionLog } from "./turns.js";
 
-const USAGE = `usage: node agent.js [--self-test | --version | --help]
+const USAGE = `usage: node agent.js [--self-test | --version | --help | --tool-worker]
 Runs one agent session configured by the environment: LLM_BASE_URL, LLM_MODEL, LLM_API_KEY,
 AGENT_MAX_TURNS, AGENT_WORKDIR, AGENT_WORKSPACE, AGENT_TURNS_FILE, AGENT_TRANSCRIPT_FILE,
 AGENT_TOOL_TIMEOUT_S, AGENT_OUTPUT_CAP, AGENT_LLM_TIMEOUT_S, AGENT_LLM_RETRIES, AGENT_RETRY_BASE_MS.`;
@@ -21,6 +23,45 @@ const err = (line: string) => process.stderr.write(`[agent] ${line}\n`);
 
 function versionLine(): string {
   return `trajrl-agent ${AGENT_VERSION} (node ${process.version})`;
+}
+
+/** The tool user's name and home from /etc/passwd (for USER, LOGNAME, HOME of its commands). */
+function passwdEntry(uid: number): { name: string; home: string } | undefined {
+  try {
+    for (const line of readFileSync("/etc/passwd", "utf8").split("\n")) {
+      const f = line.split(":");
+      if (f.length >= 6 && Number(f[2]) === uid) return { name: f[0]!, home: f[5]! };
+    }
+  } catch {
+    // no passwd: the defaults below
+  }
+  return undefined;
+}
+
+/**
+ * The tools' user and environment. With AGENT_TOOL_UID the agent must be root (it acts as that
+ * user for every tool); the tools then see the user's HOME, USER and LOGNAME, not root's.
+ */
+function toolSetup(cfg: AgentConfig): { user: ToolUser | undefined; env: NodeJS.ProcessEnv } {
+  const env = commandEnv(process.env);
+  const t = cfg.toolUser;
+  if (!t) return { user: undefined, env };
+  if (process.getuid?.() !== 0)
+    throw new AgentConfigError(
+      `AGENT_TOOL_UID=${t.uid}: the agent must run as root to run its tools as that user`,
+    );
+  const pw = passwdEntry(t.uid);
+  env.HOME = t.home ?? pw?.home ?? "/";
+  env.USER = pw?.name ?? String(t.uid);
+  env.LOGNAME = env.USER;
+  const files = new ToolWorker({
+    argv: [process.execPath, process.argv[1] ?? "", "--tool-worker"],
+    uid: t.uid,
+    gid: t.gid,
+    cwd: cfg.workdir,
+    env,
+  });
+  return { user: { uid: t.uid, gid: t.gid, files }, env };
 }
 
 function exitWith(summary: SummaryRecord, log: SessionLog): never {
@@ -33,8 +74,10 @@ function exitWith(summary: SummaryRecord, log: SessionLog): never {
 
 async function runSession(): Promise<never> {
   let cfg: ReturnType<typeof readAgentEnv>;
+  let tools: ReturnType<typeof toolSetup>;
   try {
     cfg = readAgentEnv(process.env);
+    tools = toolSetup(cfg);
     mkdirSync(cfg.workdir, { recursive: true });
     if (!statSync(cfg.workdir).isDirectory())
       throw new AgentConfigError(`AGENT_WORKDIR ${cfg.workdir} is not a directory`);
@@ -69,9 +112,10 @@ async function runSession(): Promise<never> {
   const ac = new AbortController();
   const session = new AgentSession(cfg, {
     log,
-    commandEnv: commandEnv(process.env),
+    commandEnv: tools.env,
     signal: ac.signal,
     progress: err,
+    ...(tools.user ? { toolUser: tools.user } : {}),
   });
   const onSignal = (sig: NodeJS.Signals) => {
     // Synchronous from here to exit: the tools' process groups die first so nothing outlives us,
@@ -89,7 +133,8 @@ async function runSession(): Promise<never> {
     exitWith(session.crash(e), log);
   });
   err(
-    `${versionLine()}: model ${cfg.model} at ${cfg.baseUrl}, workdir ${cfg.workdir}, max ${cfg.maxTurns} turns`,
+    `${versionLine()}: model ${cfg.model} at ${cfg.baseUrl}, workdir ${cfg.workdir}, max ${cfg.maxTurns} turns` +
+      (tools.user ? `, tools as uid ${tools.user.uid}` : ""),
   );
   const summary = await session.run();
   err(
@@ -105,6 +150,14 @@ if (args.includes("--version") || args.includes("-v")) {
 } else if (args.includes("--help") || args.includes("-h")) {
   process.stdout.write(`${USAGE}\n`);
   process.exit(0);
+} else if (args.includes("--tool-worker")) {
+  serveToolWorker().then(
+    () => process.exit(0),
+    (e) => {
+      process.stderr.write(`tool worker: ${(e as Error).message}\n`);
+      process.exit(1);
+    },
+  );
 } else if (args.includes("--self-test")) {
   runSelfTest().then(
     (r) => {

@@ -28,6 +28,8 @@ export interface CommandOptions {
   outputCap: number;
   /** Grace between SIGTERM and SIGKILL of the group after a timeout. */
   killGraceMs?: number;
+  /** Run as this user (the agent is root and its tools are not). */
+  user?: { uid: number; gid: number };
 }
 
 /** Process groups started by this agent: a signal handler kills them before the agent exits. */
@@ -37,7 +39,13 @@ export function killAllCommandGroups(sig: NodeJS.Signals = "SIGKILL"): void {
   for (const pgid of groups) killGroup(pgid, sig);
 }
 
-function killGroup(pgid: number, sig: NodeJS.Signals): void {
+/** Track a process group started elsewhere (a tool worker) so that a signal handler kills it too. */
+export function trackGroup(pgid: number): () => void {
+  groups.add(pgid);
+  return () => groups.delete(pgid);
+}
+
+export function killGroup(pgid: number, sig: NodeJS.Signals): void {
   try {
     process.kill(-pgid, sig);
   } catch {
@@ -59,6 +67,7 @@ export function runCommand(command: string, opts: CommandOptions): Promise<Comma
         env: opts.env,
         detached: true,
         stdio: ["ignore", "pipe", "pipe"],
+        ...(opts.user ? { uid: opts.user.uid, gid: opts.user.gid } : {}),
       });
     } catch (e) {
       resolve(failed((e as Error).message));

@@ -21,6 +21,19 @@ export interface ToolContext {
   env: NodeJS.ProcessEnv;
   /** Grace between SIGTERM and SIGKILL after a command timeout. */
   killGraceMs?: number;
+  /**
+   * The user every tool runs as, when the agent is root: shell commands are spawned as it, and the
+   * file tools run in a worker process of it (`agent.js --tool-worker`), so no tool can reach what
+   * only the agent may write (its session record) or the agent's process.
+   */
+  user?: ToolUser;
+}
+
+export interface ToolUser {
+  uid: number;
+  gid: number;
+  /** Where the file tools run as this user. */
+  files: FileToolRunner;
 }
 
 export interface ToolOutcome {
@@ -145,7 +158,10 @@ export async function executeToolCall(name: string, rawArgs: string, ctx: ToolCo
     : "";
   let outcome: ToolOutcome;
   try {
-    outcome = await run(name as ToolName, args, ctx);
+    outcome =
+      ctx.user && name !== "terminal"
+        ? await runAsToolUser(name as ToolName, args, ctx, ctx.user)
+        : await run(name as ToolName, args, ctx);
   } catch (e) {
     outcome = fail("tool_failed", (e as Error).message);
   }
@@ -190,6 +206,7 @@ function requireString(args: Record<string, unknown>, key: string, tool: ToolNam
 }
 
 type Result = { content: string; record: ToolOutcome["record"] };
+export type ToolResult = Result;
 const ok = (content: string, extra: Partial<ToolOutcome["record"]> = {}): Result => ({
   content,
   record: { ok: true, duration_ms: 0, output_bytes: 0, ...extra },
@@ -241,6 +258,7 @@ async function terminal(args: Record<string, unknown>, ctx: ToolContext): Promis
     timeoutMs: timeoutS * 1000,
     outputCap: ctx.outputCap,
     killGraceMs: ctx.killGraceMs,
+    ...(ctx.user ? { user: ctx.user } : {}),
   });
   if (r.spawnError !== undefined) return fail("spawn_failed", `could not start bash: ${r.spawnError}`);
   const out = r.totalBytes === 0 ? "(no output)" : r.output.replace(/\n$/, "");
@@ -389,4 +407,65 @@ async function searchFiles(args: Record<string, unknown>, ctx: ToolContext): Pro
   return ok(more ? `${body}\n[more matches not shown; narrow the pattern or the path]` : body, {
     ...(more ? { truncated_bytes: Math.max(1, r.omittedBytes) } : {}),
   });
+}
+
+// ---- the file tools as the tool user -------------------------------------------------------
+
+/** What a file tool needs of the context (no environment: the worker has its own). */
+export interface FileToolContext {
+  workdir: string;
+  toolTimeoutS: number;
+  outputCap: number;
+  killGraceMs?: number | undefined;
+}
+
+/** Runs file tools somewhere else (a worker process of the tool user: tool-worker.ts). */
+export interface FileToolRunner {
+  run(
+    name: ToolName,
+    args: Record<string, unknown>,
+    ctx: FileToolContext,
+    timeoutMs: number,
+  ): Promise<ToolResult>;
+}
+
+/** One file tool (not terminal) in this process: what a tool worker runs. Never throws. */
+export async function runFileTool(
+  name: ToolName,
+  args: Record<string, unknown>,
+  ctx: FileToolContext,
+): Promise<ToolResult> {
+  if (name === "terminal" || !(TOOL_NAMES as readonly string[]).includes(name))
+    return fail("tool_failed", `not a file tool: ${String(name)}`);
+  try {
+    return await run(name, args, { ...ctx, env: process.env });
+  } catch (e) {
+    return fail("tool_failed", (e as Error).message);
+  }
+}
+
+function runAsToolUser(
+  name: ToolName,
+  args: Record<string, unknown>,
+  ctx: ToolContext,
+  user: ToolUser,
+): Promise<ToolResult> {
+  // search_files bounds its grep at 60 s; the worker gets a little more to report it.
+  const timeoutS = name === "search_files" ? Math.min(ctx.toolTimeoutS, 60) + 5 : ctx.toolTimeoutS;
+  return user.files.run(
+    name,
+    args,
+    {
+      workdir: ctx.workdir,
+      toolTimeoutS: ctx.toolTimeoutS,
+      outputCap: ctx.outputCap,
+      killGraceMs: ctx.killGraceMs,
+    },
+    timeoutS * 1000,
+  );
+}
+
+/** Bytes a worker's answer may take (read_file and search_files answer within their caps). */
+export function workerAnswerCap(outputCap: number): number {
+  return 4 * Math.max(outputCap, SEARCH_MAX_LINES * SEARCH_LINE_CHARS) + 65536;
 }

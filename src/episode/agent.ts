@@ -1,9 +1,16 @@
 /**
  * The agent of an episode, in its scenario container: created while the policy boots and held at
  * a one-byte stdin gate, released when the policy is healthy, then run under its deadline, the
- * policy-stall watchdog and a watch on the sidecar (a policy that dies under the agent ends it).
+ * policy-stall watchdog, the disk watchdog and a watch on the sidecar (a policy that dies under
+ * the agent ends it).
+ *
+ * The built-in agent keeps a record no tool command can touch: it runs as root with only the
+ * capabilities it needs to act as another user (SETUID, SETGID, KILL), and runs every tool — shell
+ * commands and its file tools alike — as uid 10000, which owns /app and nothing of the agent's:
+ * turns.jsonl and transcript.txt are root's, in root's /workspace, and a process of another uid
+ * can neither write them, nor signal, trace or read the memory of the agent.
  */
-import { agentCommandArgv, agentEnv } from "../../agent/contract.js";
+import { agentCommandArgv, agentEnv, DEFAULT_AGENT_COMMAND } from "../../agent/contract.js";
 import { InfraError } from "../errors.js";
 import {
   attachStdin,
@@ -18,18 +25,33 @@ import {
   startContainer,
   stopContainer,
   waitExit,
+  watchLayer,
 } from "../sandbox/index.js";
 import type { AgentEndFacts, KillReason } from "./attribution.js";
 import { deadline, sleep } from "./deadline.js";
 import type { EpisodeRun } from "./run-context.js";
 import type { Sidecar } from "./sidecar.js";
-import type { EpisodeTimeouts } from "./types.js";
+import type { AgentDiskLimit, EpisodeTimeouts } from "./types.js";
 import { watchdog } from "./watchdog.js";
 
 export const AGENT_UID = 10000;
 export const WORKSPACE = "/workspace";
 export const TURNS_PATH = `${WORKSPACE}/turns.jsonl`;
 export const TRANSCRIPT_PATH = `${WORKSPACE}/transcript.txt`;
+/** Capabilities of the built-in agent (root): act as the tool user, signal its process groups. */
+export const AGENT_CAPS = ["SETUID", "SETGID", "KILL"];
+
+const GiB = 1024 ** 3;
+/**
+ * What the agent's container may add to its writable layer before the disk watchdog kills it
+ * (the engine here has no per-container storage limit: overlay2 on ext4). The built-in suite's
+ * tasks write megabytes; upstream's graders and agents install tools, so the bench runtime gets a
+ * bound no honest episode comes near. The engine counts a sparse file at its apparent size.
+ */
+export const AGENT_DISK = {
+  builtin: { limitBytes: 2 * GiB, pollMs: 2_000 },
+  bench: { limitBytes: 8 * GiB, pollMs: 3_000 },
+} as const;
 
 /** The agent as the episode drives it, whichever harness runs it (built-in agent or Hermes). */
 export interface AgentProcess {
@@ -41,6 +63,13 @@ export interface AgentProcess {
   exited(signal: AbortSignal): Promise<number>;
   /** Stop the agent (deadline, watchdog, a dead policy); what it wrote stays readable. */
   stop(graceMs: number): Promise<void>;
+  /** Kill at once everything the agent started (the disk watchdog: no grace to write more). */
+  kill(): Promise<void>;
+}
+
+/** Whether the command is the built-in agent (which separates its record from its tools). */
+export function isBuiltinAgent(command: string | undefined): boolean {
+  return command === undefined || command.trim().split(/\s+/).join(" ") === DEFAULT_AGENT_COMMAND;
 }
 
 /** Create and start the scenario container, the agent held at its gate. */
@@ -52,12 +81,15 @@ export async function createAgent(
     base: string;
     agentCommand: string | undefined;
     agentEnv: Readonly<Record<string, string>> | undefined;
+    disk: { limitBytes: number };
   },
 ): Promise<AgentProcess> {
   const { scope } = run;
   if (!scope) throw new InfraError("episode_state", "agent before topology");
   const name = `${opts.base}-agent`;
   scope.trackContainer(name);
+  // Another agent (AGENT_COMMAND) runs as the agent user and keeps its record as it likes.
+  const builtin = isBuiltinAgent(opts.agentCommand);
   const env: Record<string, string> = {};
   for (const kv of agentEnv({
     llmBaseUrl: "http://policy:8800/v1",
@@ -65,6 +97,7 @@ export async function createAgent(
     workspace: WORKSPACE,
     turnsFile: TURNS_PATH,
     transcriptFile: TRANSCRIPT_PATH,
+    ...(builtin ? { toolUser: { uid: AGENT_UID, gid: AGENT_UID, home: "/home/agent" } } : {}),
   })) {
     const i = kv.indexOf("=");
     env[kv.slice(0, i)] = kv.slice(i + 1);
@@ -83,7 +116,7 @@ export async function createAgent(
     cmd: [],
     stdin: true,
     env,
-    user: `${AGENT_UID}:${AGENT_UID}`,
+    user: builtin ? "0:0" : `${AGENT_UID}:${AGENT_UID}`,
     workingDir: "/app",
     labels: scope.labels("agent"),
     limits: SCENARIO_LIMITS,
@@ -93,18 +126,21 @@ export async function createAgent(
       ipv4: hostAddress(opts.topo.agentNet.subnet, 3),
     },
     dropAllCaps: true,
+    ...(builtin ? { capAdd: AGENT_CAPS } : {}),
+    storageBytes: opts.disk.limitBytes,
     init: true,
   });
-  // /workspace is root's: SKILL.md and INSTRUCTION.md cannot be changed or replaced;
-  // the agent writes only its session files and /workspace/learned.
+  // /workspace is root's: SKILL.md and INSTRUCTION.md cannot be changed or replaced; the tools
+  // write only /workspace/learned. The session record is the built-in agent's (root's) alone.
   const own = { uid: AGENT_UID, gid: AGENT_UID };
+  const record = builtin ? {} : own;
   await putFiles(c, "/", [
     { name: "workspace/", type: "directory", mode: 0o755 },
     { name: "workspace/SKILL.md", data: run.pack.skillMd, mode: 0o444 },
     { name: "workspace/INSTRUCTION.md", data: run.scenario.instruction, mode: 0o444 },
     { name: "workspace/learned/", type: "directory", mode: 0o755, ...own },
-    { name: "workspace/turns.jsonl", data: "", mode: 0o644, ...own },
-    { name: "workspace/transcript.txt", data: "", mode: 0o644, ...own },
+    { name: "workspace/turns.jsonl", data: "", mode: 0o644, ...record },
+    { name: "workspace/transcript.txt", data: "", mode: 0o644, ...record },
   ]);
   const gate = await attachStdin(c);
   await startContainer(c);
@@ -114,6 +150,7 @@ export async function createAgent(
     release: () => gate.send(Buffer.from("\n")),
     exited: (signal) => waitExit(c, signal),
     stop: (graceMs) => stopContainer(c, graceMs),
+    kill: () => stopContainer(c, 0),
   };
 }
 
@@ -124,6 +161,10 @@ export interface AgentRun {
   inflightAtKill: boolean;
   exitCode: number | undefined;
   agentMs: number;
+  /** killedBy "disk_limit": what the watchdog measured, and the limit. */
+  disk: { bytes: number; limitBytes: number } | undefined;
+  /** The writable layer at the disk watchdog's last measurement. */
+  diskBytes: number | undefined;
 }
 
 /** Release the agent and wait for it: its own exit, the deadline, the watchdog or a dead policy. */
@@ -131,7 +172,12 @@ export async function runAgent(
   run: EpisodeRun,
   agent: AgentProcess,
   sidecar: Sidecar,
-  opts: { agentMs: number; timeouts: EpisodeTimeouts; signal: AbortSignal | undefined },
+  opts: {
+    agentMs: number;
+    timeouts: EpisodeTimeouts;
+    disk: Required<AgentDiskLimit>;
+    signal: AbortSignal | undefined;
+  },
 ): Promise<AgentRun> {
   const token = run.token!;
   const to = opts.timeouts;
@@ -148,7 +194,10 @@ export async function runAgent(
     inflightAtKill: false,
     exitCode: undefined,
     agentMs: 0,
+    disk: undefined,
+    diskBytes: undefined,
   };
+  const layer: { bytes?: number } = {};
   try {
     const outcome = await Promise.race([
       agent.exited(adl.signal).then(
@@ -173,6 +222,16 @@ export async function runAgent(
         (code) => ({ kind: "policy_exited" as const, code }),
         () => new Promise<never>(() => {}),
       ),
+      // What the agent writes reaches the host's disk: past the limit it is killed at once.
+      watchLayer(
+        agent.container,
+        opts.disk.limitBytes,
+        opts.disk.pollMs,
+        AbortSignal.any([adl.signal, wdStop.signal]),
+        layer,
+      ).then((bytes) =>
+        bytes !== undefined ? { kind: "disk" as const, bytes } : new Promise<never>(() => {}),
+      ),
     ]);
     if (outcome.kind === "exit") out.exitCode = outcome.code;
     else {
@@ -187,10 +246,21 @@ export async function runAgent(
           ? "deadline"
           : outcome.kind === "watchdog"
             ? outcome.why
-            : "policy_exited";
-      out.inflightAtKill = out.killedBy !== "deadline" && run.meter.summary(token).reserved_usd > 0;
-      run.log.warn({ killedBy: out.killedBy, inflightAtKill: out.inflightAtKill }, "episode.agent.kill");
-      await agent.stop(to.stopGraceMs ?? 5_000);
+            : outcome.kind === "disk"
+              ? "disk_limit"
+              : "policy_exited";
+      out.inflightAtKill =
+        (out.killedBy === "watchdog_no_call" ||
+          out.killedBy === "watchdog_idle" ||
+          out.killedBy === "policy_exited") &&
+        run.meter.summary(token).reserved_usd > 0;
+      if (outcome.kind === "disk") out.disk = { bytes: outcome.bytes, limitBytes: opts.disk.limitBytes };
+      run.log.warn(
+        { killedBy: out.killedBy, inflightAtKill: out.inflightAtKill, diskBytes: out.disk?.bytes },
+        "episode.agent.kill",
+      );
+      if (outcome.kind === "disk") await agent.kill();
+      else await agent.stop(to.stopGraceMs ?? 5_000);
     }
   } finally {
     clearInterval(spend);
@@ -198,5 +268,6 @@ export async function runAgent(
     adl.clear();
   }
   out.agentMs = performance.now() - agentStart;
+  out.diskBytes = out.disk?.bytes ?? layer.bytes;
   return out;
 }

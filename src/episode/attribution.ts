@@ -6,7 +6,7 @@
  */
 import type { EpisodeFailure } from "./types.js";
 
-export type KillReason = "deadline" | "watchdog_no_call" | "watchdog_idle" | "policy_exited";
+export type KillReason = "deadline" | "watchdog_no_call" | "watchdog_idle" | "policy_exited" | "disk_limit";
 
 export interface AgentEndFacts {
   killedBy?: KillReason;
@@ -17,6 +17,8 @@ export interface AgentEndFacts {
    * it changes no attribution: upstream's watchdog counts completed calls only, and so does ours.
    */
   inflightAtKill?: boolean;
+  /** killedBy "disk_limit": the layer's size when the disk watchdog fired, and the limit. */
+  disk?: { bytes: number; limitBytes: number };
   exitCode: number | undefined;
   oomKilled: boolean;
   /** From the agent's turns.jsonl summary line (absent after SIGKILL or a crash). */
@@ -63,6 +65,12 @@ export function attributeAgentEnd(f: AgentEndFacts): EpisodeFailure | undefined 
           message: `the policy sidecar exited with status ${exit?.exitCode ?? "?"} while the agent ran`,
         };
   }
+  if (f.killedBy === "disk_limit")
+    return {
+      class: "policy",
+      code: "agent_disk_limit",
+      message: `the agent's container wrote past its disk limit (${f.disk?.bytes ?? "?"} of ${f.disk?.limitBytes ?? "?"} bytes); the disk watchdog killed it`,
+    };
   if (f.killedBy === "deadline")
     return {
       class: "policy",

@@ -1,19 +1,39 @@
 /**
- * After the agent: everything it left (session files, logs, the one deliverable) copied out of
- * its container, the meter token closed (nothing may be billed afterwards), and how the agent
- * ended attributed to policy, upstream or infra.
+ * After the agent: the meter token closed (nothing may be billed afterwards) and the sidecar
+ * stopped, then the agent's container stopped, and only then everything it left (session files,
+ * logs, the one deliverable) copied out of it — each path decided by its stat before a byte is
+ * read (a directory, a symlink, a special file or a file over its cap is never streamed), each
+ * copy under a deadline — and how the agent ended attributed to policy, upstream or infra.
  */
-import { parseTurnsJsonl, type TurnRecord } from "../../agent/contract.js";
-import { type Container, type FetchedPath, getPath, inspectContainer, readLogs } from "../sandbox/index.js";
-import { type AgentRun, TRANSCRIPT_PATH, TURNS_PATH } from "./agent.js";
+import {
+  type Container,
+  classifyStat,
+  type FetchedPath,
+  getPath,
+  inspectContainer,
+  readLogs,
+  statPath,
+  stopContainer,
+} from "../sandbox/index.js";
+import { type AgentProcess, type AgentRun, TRANSCRIPT_PATH, TURNS_PATH } from "./agent.js";
 import { ARTIFACT_FILES } from "./artifacts.js";
 import { type AgentEndFacts, attributeAgentEnd, upstreamFailing } from "./attribution.js";
 import { type HermesAgent, postMortemExport } from "./hermes-agent.js";
 import { type HermesAnswer, incompleteNoProgress, parseHermesSession } from "./hermes-session.js";
+import type { ProvenanceTurn } from "./provenance.js";
 import type { EpisodeRun } from "./run-context.js";
 import type { Sidecar } from "./sidecar.js";
+import { parseTurnRecords } from "./turn-records.js";
 
-export const DELIVERABLE_CAP = 64 * 1024 * 1024;
+const MiB = 1024 * 1024;
+export const DELIVERABLE_CAP = 64 * MiB;
+/** What is copied of each file the agent leaves, at most (a larger one is refused unread). */
+export const COLLECT_CAPS = {
+  turns: 32 * MiB,
+  transcript: 8 * MiB,
+  exportErr: 1 * MiB,
+  deliverable: DELIVERABLE_CAP,
+} as const;
 
 function text(p: FetchedPath): string | undefined {
   return p.kind === "file" ? p.data.toString("utf8") : undefined;
@@ -27,8 +47,10 @@ function joinLogs(l: { stdout: string; stderr: string }): string {
 
 export interface Collected {
   deliverable: FetchedPath;
-  /** The built-in agent's turns (our format), for the strict provenance check. */
-  turns: TurnRecord[] | undefined;
+  /** The built-in agent's valid turn records (our format), for the strict provenance check. */
+  turns: ProvenanceTurn[] | undefined;
+  /** Records that claimed to be a turn and were not valid: answers no one can check. */
+  invalidTurns: number;
   /** Every answer the agent recorded, as upstream's provenance reads them. */
   answers: HermesAnswer[];
   policyLog: string;
@@ -36,43 +58,82 @@ export interface Collected {
   sidecarKilled: boolean;
 }
 
-export async function collectAgent(
-  run: EpisodeRun,
-  agent: Container,
-  sidecar: Sidecar,
-  ended: AgentRun,
-): Promise<Collected> {
-  const [info, turns, transcript, agentLogs, deliverable, sidecarLogs] = await Promise.all([
-    inspectContainer(agent),
-    getPath(agent, TURNS_PATH, 32 * 1024 * 1024),
-    getPath(agent, TRANSCRIPT_PATH, 8 * 1024 * 1024),
-    readLogs(agent, 1024 * 1024).catch(() => noLogs),
-    getPath(agent, run.scenario.task.verifier.agent_output_path, DELIVERABLE_CAP),
-    readLogs(sidecar.container, 4 * 1024 * 1024).catch(() => noLogs),
-  ]);
-  // Nothing may be billed after the agent is done.
+/**
+ * The policy's part ends here: the token is closed, the policy's own log read while it still runs
+ * (bounded: the tail, under a deadline), and the sidecar stopped, so nothing the policy does can
+ * bill, steer or outlast what follows. A kill of the sidecar we did not send is read before ours.
+ */
+async function endPolicy(run: EpisodeRun, sidecar: Sidecar): Promise<{ killed: boolean; logTail: string }> {
   run.closeToken();
-  const sidecarKilled = run.sandbox.engineWatch.killsOf(sidecar.name) > 0;
-  if (sidecarKilled)
+  const killed = run.sandbox.engineWatch.killsOf(sidecar.name) > 0;
+  if (killed)
     run.fail({
       class: "infra",
       code: "sidecar_killed",
       message: "the policy sidecar was killed from outside while the agent ran",
     });
+  const logTail = await sidecar.policyLogTail();
+  await stopContainer(sidecar.container, 1_000).catch((err) =>
+    run.log.warn({ err: (err as Error).message }, "episode.sidecar.stop_failed"),
+  );
+  return { killed, logTail };
+}
+
+/** What was copied and what was refused unread, in the result; anything refused is noted. */
+function account(run: EpisodeRun, label: string, path: string, f: FetchedPath): void {
+  const bytes = f.kind === "file" ? f.data.length : f.kind === "too_large" ? f.size : null;
+  run.result.agent.files[path] = { kind: f.kind, bytes };
+  if (f.kind === "file" || f.kind === "missing") return;
+  run.result.notes.push(`${label}_${f.kind}`);
+  run.log.warn({ path, kind: f.kind, bytes }, "episode.collect.refused");
+}
+
+async function copyOut(run: EpisodeRun, c: Container, label: string, path: string, cap: number) {
+  const f = await getPath(c, path, cap);
+  account(run, label, path, f);
+  return f;
+}
+
+export async function collectAgent(
+  run: EpisodeRun,
+  agent: AgentProcess,
+  sidecar: Sidecar,
+  ended: AgentRun,
+): Promise<Collected> {
+  const t0 = performance.now();
+  const policy = await endPolicy(run, sidecar);
+  // The agent's container ends with the agent; a kill left it stopped. Make sure: nothing may
+  // change a file between its stat and its copy.
+  await stopContainer(agent.container, 0).catch(() => undefined);
+  const c = agent.container;
+  const [info, turns, transcript, agentLogs, deliverable, sidecarLogs] = await Promise.all([
+    inspectContainer(c),
+    copyOut(run, c, "turns", TURNS_PATH, COLLECT_CAPS.turns),
+    copyOut(run, c, "transcript", TRANSCRIPT_PATH, COLLECT_CAPS.transcript),
+    readLogs(c, 1024 * 1024).catch(() => noLogs),
+    copyOut(run, c, "deliverable", run.scenario.task.verifier.agent_output_path, COLLECT_CAPS.deliverable),
+    readLogs(sidecar.container, 4 * 1024 * 1024).catch(() => noLogs),
+  ]);
+  run.result.timings.collect_ms = performance.now() - t0;
 
   const turnsText = text(turns);
-  const parsed = turnsText !== undefined ? parseTurnsJsonl(turnsText) : undefined;
+  const records = turnsText !== undefined ? parseTurnRecords(turnsText) : undefined;
+  if (records && records.invalid > 0) {
+    run.result.notes.push("turn_records_invalid");
+    run.log.warn({ invalid: records.invalid, first: records.firstInvalid }, "episode.turns.invalid");
+  }
   const result = run.result;
   result.agent = {
+    ...result.agent,
     exit_code: ended.killedBy ? null : (ended.exitCode ?? info.State.ExitCode),
-    end_reason: parsed?.summary?.reason ?? null,
-    end_code: parsed?.summary?.code ?? null,
-    turns: parsed?.summary?.turns ?? parsed?.turns.length ?? 0,
+    end_reason: records?.summary?.reason ?? null,
+    end_code: records?.summary?.code ?? null,
+    turns: records?.summary?.turns ?? records?.turns.length ?? 0,
     tool_calls:
-      parsed?.summary?.tool_call_count ??
-      parsed?.turns.reduce((n, t) => n + (t.tool_call_count ?? 0), 0) ??
-      0,
+      records?.summary?.tool_call_count ?? records?.turns.reduce((n, t) => n + t.tool_call_count, 0) ?? 0,
     killed_by: ended.killedBy ?? null,
+    invalid_records: records?.invalid ?? 0,
+    disk_bytes: ended.diskBytes ?? null,
   };
   await Promise.all([
     run.artifacts.write(ARTIFACT_FILES.turns, turnsText),
@@ -87,38 +148,42 @@ export async function collectAgent(
   };
   if (ended.killedBy) facts.killedBy = ended.killedBy;
   if (ended.policyExit) facts.policyExit = ended.policyExit;
-  if (parsed?.summary?.reason) facts.summaryReason = parsed.summary.reason;
-  if (parsed?.summary?.code) facts.summaryCode = parsed.summary.code;
+  if (ended.disk) facts.disk = ended.disk;
+  if (records?.summary?.reason) facts.summaryReason = records.summary.reason;
+  if (records?.summary?.code) facts.summaryCode = records.summary.code;
   // (A sidecar killed from outside ended the agent: that is the whole story, not a policy crash.)
   const agentFailure =
-    ended.killedBy === "policy_exited" && sidecarKilled ? undefined : attributeAgentEnd(facts);
+    ended.killedBy === "policy_exited" && policy.killed ? undefined : attributeAgentEnd(facts);
   if (agentFailure) run.fail(agentFailure);
-  if (parsed?.summary?.reason === "budget_exhausted") result.notes.push("budget_exhausted");
+  if (records?.summary?.reason === "budget_exhausted") result.notes.push("budget_exhausted");
   return {
     deliverable,
-    turns: parsed?.turns,
-    answers: (parsed?.turns ?? []).flatMap((t): HermesAnswer[] => {
+    turns: records?.turns,
+    invalidTurns: records?.invalidTurns ?? 0,
+    answers: (records?.turns ?? []).flatMap((t): HermesAnswer[] => {
       const m = t.messages[0];
       if (m?.role !== "assistant") return [];
       return [
         {
           index: t.turn,
           content: m.content ?? "",
-          toolCalls: t.tool_calls.map((c) => ({ name: c.name, arguments: c.arguments_raw })),
+          toolCalls: t.tool_calls.map((call) => ({ name: call.name, arguments: call.arguments_raw })),
           finishReason: t.finish_reason,
         },
       ];
     }),
     policyLog: joinLogs(sidecarLogs),
-    sidecarKilled,
+    sidecarKilled: policy.killed,
   };
 }
 
 /**
- * After Hermes (trajrl-bench): the session export (a post-mortem export when the kill left none),
- * the export's error file, the transcript the chat printed, the deliverable; then the token is
- * closed. Upstream attributes nothing to Hermes' own exit status (a provider failing every call is
- * judged over the whole session); kills by deadline, watchdog or a dead policy are the policy's.
+ * After Hermes (trajrl-bench): the token closed and the sidecar stopped (its log tail read first,
+ * as upstream reads it), a post-mortem export when a kill left no session, then the container
+ * stopped — nothing the agent left running can change a file after its stat — and the export, the
+ * export's error file and the deliverable copied out. Upstream attributes nothing to Hermes' own
+ * exit status (a provider failing every call is judged over the whole session); kills by
+ * deadline, watchdog, disk or a dead policy are the policy's.
  */
 export async function collectHermes(
   run: EpisodeRun,
@@ -126,37 +191,37 @@ export async function collectHermes(
   sidecar: Sidecar,
   ended: AgentRun,
 ): Promise<Collected> {
+  const t0 = performance.now();
   const c = agent.container;
-  let turns = await getPath(c, TURNS_PATH, 32 * 1024 * 1024);
-  if (ended.killedBy && (turns.kind !== "file" || turns.data.length === 0)) {
-    await postMortemExport(c);
-    turns = await getPath(c, TURNS_PATH, 32 * 1024 * 1024);
+  const policy = await endPolicy(run, sidecar);
+  if (ended.killedBy) {
+    const stat = await statPath(c, TURNS_PATH);
+    // Upstream's rule: a read that comes back empty (missing, not a file, 0 bytes) → export again.
+    if (stat === undefined || stat.size === 0 || classifyStat(stat, Number.POSITIVE_INFINITY))
+      await postMortemExport(c);
   }
-  const [exportErr, agentLogs, deliverable, sidecarLogs, policyLog] = await Promise.all([
-    getPath(c, "/workspace/turns_export.err", 1024 * 1024),
+  await stopContainer(c, 0).catch(() => undefined);
+  const [turns, exportErr, agentLogs, deliverable, sidecarLogs] = await Promise.all([
+    copyOut(run, c, "turns", TURNS_PATH, COLLECT_CAPS.turns),
+    copyOut(run, c, "turns_export_err", "/workspace/turns_export.err", COLLECT_CAPS.exportErr),
     readLogs(c, 1024 * 1024).catch(() => noLogs),
-    getPath(c, run.scenario.task.verifier.agent_output_path, DELIVERABLE_CAP),
+    copyOut(run, c, "deliverable", run.scenario.task.verifier.agent_output_path, COLLECT_CAPS.deliverable),
     readLogs(sidecar.container, 4 * 1024 * 1024).catch(() => noLogs),
-    sidecar.policyLogTail(),
   ]);
-  run.closeToken();
-  const sidecarKilled = run.sandbox.engineWatch.killsOf(sidecar.name) > 0;
-  if (sidecarKilled)
-    run.fail({
-      class: "infra",
-      code: "sidecar_killed",
-      message: "the policy sidecar was killed from outside while the agent ran",
-    });
+  run.result.timings.collect_ms = performance.now() - t0;
   const turnsText = text(turns);
   const session = parseHermesSession(turnsText ?? "");
   const chatExit = ended.killedBy ? null : agent.chatExit();
   run.result.agent = {
+    ...run.result.agent,
     exit_code: chatExit,
     end_reason: ended.killedBy ? "killed" : chatExit === 0 ? "completed" : chatExit === null ? null : "error",
     end_code: chatExit !== null && chatExit !== 0 ? `hermes_exit_${chatExit}` : null,
     turns: session.answers.length,
     tool_calls: session.toolCallCount,
     killed_by: ended.killedBy ?? null,
+    invalid_records: session.unreadableLines,
+    disk_bytes: ended.diskBytes ?? null,
   };
   await Promise.all([
     run.artifacts.write(ARTIFACT_FILES.turns, turnsText),
@@ -166,10 +231,11 @@ export async function collectHermes(
       `${joinLogs(agentLogs)}${exportErr.kind === "file" ? `\n--- turns_export.err ---\n${exportErr.data.toString("utf8")}` : ""}`,
     ),
   ]);
-  if (ended.killedBy && !(ended.killedBy === "policy_exited" && sidecarKilled)) {
+  if (ended.killedBy && !(ended.killedBy === "policy_exited" && policy.killed)) {
     const f = attributeAgentEnd({
       killedBy: ended.killedBy,
       ...(ended.policyExit ? { policyExit: ended.policyExit } : {}),
+      ...(ended.disk ? { disk: ended.disk } : {}),
       inflightAtKill: ended.inflightAtKill,
       exitCode: undefined,
       oomKilled: false,
@@ -187,8 +253,9 @@ export async function collectHermes(
   return {
     deliverable,
     turns: undefined,
+    invalidTurns: 0,
     answers: session.answers,
-    policyLog: `${policyLog}${policyLog ? "\n" : ""}--- stdout/stderr ---\n${joinLogs(sidecarLogs)}`,
-    sidecarKilled,
+    policyLog: `${policy.logTail}${policy.logTail ? "\n" : ""}--- stdout/stderr ---\n${joinLogs(sidecarLogs)}`,
+    sidecarKilled: policy.killed,
   };
 }

@@ -10,8 +10,8 @@ import { join } from "node:path";
 import { isAbortError, toValidatorError } from "../errors.js";
 import { silentLogger } from "../log.js";
 import type { Listener } from "../meter/index.js";
-import { removeContainer, safeName, uniqueName } from "../sandbox/index.js";
-import { createAgent, runAgent } from "./agent.js";
+import { boundEngineCalls, removeContainer, safeName, uniqueName } from "../sandbox/index.js";
+import { AGENT_DISK, createAgent, runAgent } from "./agent.js";
 import { ArtifactWriter } from "./artifacts.js";
 import { gradeBenchDeliverable } from "./bench-verifier.js";
 import { type Collected, collectAgent, collectHermes } from "./collect.js";
@@ -44,6 +44,13 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
   const engineEpoch = sandbox.engineWatch.epoch;
   const base = `trajrl-${uniqueName(episodeId, 60)}`;
   const runtime = opts.runtime ?? { kind: "builtin" as const };
+  const disk = {
+    limitBytes: opts.agentDisk?.limitBytes ?? AGENT_DISK[runtime.kind].limitBytes,
+    pollMs: opts.agentDisk?.pollMs ?? AGENT_DISK[runtime.kind].pollMs,
+  };
+  // Every plain engine call of the episode has a deadline (idempotent; a client the sandbox
+  // opened itself already has one).
+  boundEngineCalls(sandbox.docker);
 
   let listener: Listener | undefined;
   let policyLog = "";
@@ -89,13 +96,14 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
     const [, agent] = await Promise.all([
       sidecar.start().then(() => lap("sidecar.started")),
       (runtime.kind === "bench"
-        ? createHermesAgent(run, { image: scenarioImage, topo, base })
+        ? createHermesAgent(run, { image: scenarioImage, topo, base, disk })
         : createAgent(run, {
             image: scenarioImage,
             topo,
             base,
             agentCommand: opts.agentCommand,
             agentEnv: opts.agentEnv,
+            disk,
           })
       ).then((a) => {
         lap("agent.waiting");
@@ -109,14 +117,19 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
       result.timings.policy_setup_ms = performance.now() - tSidecar;
       result.timings.setup_ms = performance.now() - ts;
       log.info({ setup_ms: Math.round(result.timings.setup_ms) }, "episode.agent.started");
-      const ended = await runAgent(run, agent, sidecar, { agentMs, timeouts: to, signal: opts.signal });
+      const ended = await runAgent(run, agent, sidecar, {
+        agentMs,
+        timeouts: to,
+        disk,
+        signal: opts.signal,
+      });
       opts.signal?.throwIfAborted();
       result.timings.agent_ms = ended.agentMs;
 
       collected =
         "transcript" in agent
           ? await collectHermes(run, agent as HermesAgent, sidecar, ended)
-          : await collectAgent(run, agent.container, sidecar, ended);
+          : await collectAgent(run, agent, sidecar, ended);
       policyLog = collected.policyLog;
       // The meter's listener and the two networks are not needed by the verifier: their teardown
       // overlaps the grading.
@@ -165,13 +178,24 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
         "the Docker engine restarted or went away during the episode; its containers were killed from outside",
     });
 
-  return finishEpisode(run, {
-    collected,
-    strictProvenance: opts.strictProvenance ?? false,
-    grade,
-    policyLog,
-    startedAt: t0,
-  });
+  try {
+    return await finishEpisode(run, {
+      collected,
+      strictProvenance: opts.strictProvenance ?? false,
+      grade,
+      policyLog,
+      startedAt: t0,
+    });
+  } catch (err) {
+    // Our bug, never the miner's: still a result (infra, re-run), never a throw.
+    const e = toValidatorError(err);
+    log.error({ err: e.stack ?? e.message }, "episode.finish.failed");
+    result.failure = { class: "infra", code: "episode_internal", message: e.message };
+    result.notes = [...result.notes, "episode_internal"];
+    result.status = "failed";
+    result.quality = 0;
+    return result;
+  }
 }
 
 /** Grade the deliverable in a fresh verifier; a missing or non-regular deliverable scores 0 ungraded. */

@@ -67,8 +67,11 @@ export interface HermesAgent extends AgentProcess {
   chatExit(): number | null;
 }
 
+/** Our own steps in the container (set-up, kills) are short: none may hold the episode. */
+const ROOT_STEP_MS = 60_000;
+
 async function rootSh(c: Container, script: string, what: string): Promise<void> {
-  const r = await execIn(c, ["sh", "-c", script], { user: "0:0" });
+  const r = await execIn(c, ["sh", "-c", script], { user: "0:0", signal: AbortSignal.timeout(ROOT_STEP_MS) });
   if (r.exitCode !== 0)
     throw new InfraError(
       "scenario_setup_failed",
@@ -79,7 +82,7 @@ async function rootSh(c: Container, script: string, what: string): Promise<void>
 /** Create and start the scenario container and set up /workspace; Hermes is not started yet. */
 export async function createHermesAgent(
   run: EpisodeRun,
-  opts: { image: BuiltImage; topo: EpisodeTopology; base: string },
+  opts: { image: BuiltImage; topo: EpisodeTopology; base: string; disk: { limitBytes: number } },
 ): Promise<HermesAgent> {
   const { scope, token } = run;
   if (!scope || token === undefined) throw new InfraError("episode_state", "agent before topology");
@@ -102,14 +105,16 @@ export async function createHermesAgent(
     },
     dropAllCaps: true,
     capAdd: ROOT_STEP_CAPS,
+    storageBytes: opts.disk.limitBytes,
     init: true,
   });
   await startContainer(c);
   // The image's entrypoint (config, ownership) runs before its command: wait until exec works.
   for (let i = 0; ; i++) {
-    const r = await execIn(c, ["sh", "-c", "test -d /app && test -d /workspace"], { user: "0:0" }).catch(
-      () => undefined,
-    );
+    const r = await execIn(c, ["sh", "-c", "test -d /app && test -d /workspace"], {
+      user: "0:0",
+      signal: AbortSignal.timeout(ROOT_STEP_MS),
+    }).catch(() => undefined);
     if (r?.exitCode === 0) break;
     if (i >= 30)
       throw new InfraError(
@@ -174,9 +179,21 @@ export async function createHermesAgent(
     // Kill the chat by process name so the wrapper survives to export the session, then give the
     // wrapper its time to do so.
     stop: async () => {
-      await execIn(c, ["pkill", "-KILL", "hermes"], { user: "0:0" }).catch(() => undefined);
+      await execIn(c, ["pkill", "-KILL", "hermes"], {
+        user: "0:0",
+        signal: AbortSignal.timeout(ROOT_STEP_MS),
+      }).catch(() => undefined);
       if (chat)
         await Promise.race([chat.catch(() => undefined), sleep(EXPORT_GRACE_MS)]).catch(() => undefined);
+    },
+    // Every process of the agent user at once (the chat, the wrapper, whatever its tools left
+    // running); the container itself stays up for the post-mortem export.
+    kill: async () => {
+      await execIn(c, ["pkill", "-KILL", "-u", String(HERMES_UID)], {
+        user: "0:0",
+        signal: AbortSignal.timeout(ROOT_STEP_MS),
+      }).catch(() => undefined);
+      if (chat) await Promise.race([chat.catch(() => undefined), sleep(10_000)]).catch(() => undefined);
     },
     transcript: () => result?.stdout ?? "",
     chatExit: () => result?.exitCode ?? null,

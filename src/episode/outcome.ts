@@ -3,45 +3,73 @@
  * deciding scored vs failed, and the artifacts that explain the result (meter.json,
  * evaluation.json, error.txt, policy.log).
  */
-import type { TurnRecord } from "../../agent/contract.js";
 import { meterArtifact, type Receipt } from "../meter/index.js";
 import { ARTIFACT_FILES } from "./artifacts.js";
 import { primaryFailure } from "./attribution.js";
 import { type HermesAnswer, upstreamProvenance } from "./hermes-session.js";
-import { checkProvenance } from "./provenance.js";
+import { checkProvenance, type ProvenanceTurn } from "./provenance.js";
 import type { EpisodeRun } from "./run-context.js";
 import type { EpisodeFailure, EpisodeResult } from "./types.js";
 import type { GradeResult } from "./verifier.js";
 
+/** What provenance reads of what was collected. */
+export interface CollectedAnswers {
+  turns: readonly ProvenanceTurn[] | undefined;
+  /** Turn records that were not valid (the record was edited or broken): answers no one can check. */
+  invalidTurns: number;
+  answers: readonly HermesAnswer[];
+}
+
 /**
  * Provenance. Upstream's shadow check (every answer the agent recorded against the fingerprints the
  * meter saw) is reported with every episode and never scored. The strict rule (each answer must
- * match its own receipt, src/episode/provenance.ts; an answer no model gave fails the episode with
- * quality 0) is opt-in for local evaluation.
+ * match its own receipt, src/episode/provenance.ts; an answer no model gave, or a turn record that
+ * is not valid, fails the episode with quality 0) is opt-in for local evaluation. Whatever the
+ * record holds, this reports and never throws: a check that cannot be made is noted
+ * (`provenance_unavailable`), and the episode keeps its result.
  */
 function provenance(
   run: EpisodeRun,
-  collected: { turns: readonly TurnRecord[] | undefined; answers: readonly HermesAnswer[] } | undefined,
+  collected: CollectedAnswers | undefined,
   receipts: Receipt[],
   strict: boolean,
 ): void {
   if (collected === undefined) return;
-  const report = upstreamProvenance(collected.answers, receipts);
-  run.result.provenance = report;
-  if (report.total > report.matched)
-    run.log.warn(
-      { total: report.total, matched: report.matched, unmatched: report.unmatched },
-      "episode.provenance.unmatched",
-    );
+  try {
+    const report = upstreamProvenance(collected.answers, receipts);
+    run.result.provenance = report;
+    if (report.total > report.matched)
+      run.log.warn(
+        { total: report.total, matched: report.matched, unmatched: report.unmatched },
+        "episode.provenance.unmatched",
+      );
+  } catch (err) {
+    run.result.provenance = null;
+    run.result.notes.push("provenance_unavailable");
+    run.log.error({ err: (err as Error).message }, "episode.provenance.failed");
+  }
   if (collected.turns === undefined) return;
-  const prov = checkProvenance(collected.turns, receipts);
-  run.result.answer_provenance = prov;
-  if (prov.unmatched === 0 || !strict) return;
+  let prov: ReturnType<typeof checkProvenance> | undefined;
+  try {
+    prov = checkProvenance(collected.turns, receipts);
+    run.result.answer_provenance = prov;
+  } catch (err) {
+    run.result.answer_provenance = null;
+    run.result.notes.push("provenance_unavailable");
+    run.log.error({ err: (err as Error).message }, "episode.provenance.failed");
+  }
+  if (!strict) return;
+  const unmatched = prov?.unmatched ?? 0;
+  const unchecked = collected.invalidTurns + (prov === undefined ? 1 : 0);
+  if (unmatched === 0 && unchecked === 0) return;
   // First among the policy's faults: the rest of the episode is built on answers no model gave.
   const f: EpisodeFailure = {
     class: "policy",
     code: "unmetered_answer",
-    message: `${prov.unmatched} of ${prov.turns} answers the agent received match no metered model call (first: turn ${prov.first_unmatched_turn})`,
+    message:
+      unmatched > 0
+        ? `${unmatched} of ${prov?.turns} answers the agent received match no metered model call (first: turn ${prov?.first_unmatched_turn})`
+        : `${collected.invalidTurns} turn records of the agent are not valid: answers that cannot be checked against the meter`,
   };
   run.failures.unshift(f);
   run.log.warn({ class: f.class, code: f.code, msg: f.message }, "episode.failure");
@@ -50,7 +78,7 @@ function provenance(
 export async function finishEpisode(
   run: EpisodeRun,
   opts: {
-    collected: { turns: readonly TurnRecord[] | undefined; answers: readonly HermesAnswer[] } | undefined;
+    collected: CollectedAnswers | undefined;
     strictProvenance: boolean;
     grade: GradeResult | undefined;
     policyLog: string;
@@ -68,8 +96,8 @@ export async function finishEpisode(
   result.status = primary && primary.class !== "policy" ? "failed" : "scored";
   // An upstream/infra failure makes the quality untrustworthy: none is reported (the run is retried).
   if (result.status === "failed") result.quality = 0;
-  // Under the strict rule, work done on forged answers earns nothing.
-  if (opts.strictProvenance && (result.answer_provenance?.unmatched ?? 0) > 0) result.quality = 0;
+  // Under the strict rule, work done on forged (or uncheckable) answers earns nothing.
+  if (opts.strictProvenance && run.failures[0]?.code === "unmetered_answer") result.quality = 0;
   const usage = result.usage;
   result.cost_usd = usage?.cost_usd ?? 0;
   result.by_model = usage?.by_model ?? {};

@@ -6,7 +6,6 @@
  * sent them, before any repair) and matched against the episode's receipts as a multiset. An
  * answer that matches no receipt was made up or edited by the policy. Pure.
  */
-import type { TurnRecord } from "../../agent/contract.js";
 import { fingerprint } from "../meter/fingerprint.js";
 
 export interface AnswerProvenance {
@@ -18,6 +17,13 @@ export interface AnswerProvenance {
   first_unmatched_turn: number | null;
 }
 
+/** What provenance reads of a turn record (src/episode/turn-records.ts parses them). */
+export interface ProvenanceTurn {
+  turn: number;
+  messages: ReadonlyArray<{ role: string; content?: string | null | undefined }>;
+  tool_calls: ReadonlyArray<{ name: string; arguments_raw: string }>;
+}
+
 export interface ReceiptFingerprint {
   content_sha: string | null;
   tool_sha: string | null;
@@ -26,7 +32,7 @@ export interface ReceiptFingerprint {
 const keyOf = (content: string | null, tools: string | null) => `${content ?? ""}|${tools ?? ""}`;
 
 export function checkProvenance(
-  turns: readonly TurnRecord[],
+  turns: readonly ProvenanceTurn[],
   receipts: readonly ReceiptFingerprint[],
 ): AnswerProvenance {
   const available = new Map<string, number>();

@@ -75,6 +75,14 @@ export interface EpisodeTimeouts {
   stopGraceMs?: number;
 }
 
+/** The bound on what the agent's container may write (its writable layer). */
+export interface AgentDiskLimit {
+  /** Default: AGENT_DISK.builtin / AGENT_DISK.bench (agent.ts). */
+  limitBytes?: number;
+  /** How often the watchdog measures the layer. */
+  pollMs?: number;
+}
+
 export interface RunEpisodeOptions {
   sandbox: Sandbox;
   /** Default: the built-in suite's runtime. */
@@ -101,6 +109,7 @@ export interface RunEpisodeOptions {
   /** Extra environment for the agent (e.g. AGENT_MAX_TURNS); never secrets. */
   agentEnv?: Readonly<Record<string, string>>;
   timeouts?: EpisodeTimeouts;
+  agentDisk?: AgentDiskLimit;
   /** Phase changes and the spend so far (polled about once a second while the agent runs). */
   onProgress?: (p: { phase?: "running" | "verifying"; spentUsd?: number }) => void;
 }
@@ -130,6 +139,8 @@ export interface EpisodeResult {
     total_ms: number;
     /** From the sidecar's creation to its health (null when it never got healthy). */
     policy_setup_ms: number | null;
+    /** From the agent's end to everything copied out of its container (the sidecar stopped first). */
+    collect_ms: number;
   };
   images: { sidecar: { ref: string; id: string } | null; scenario: { ref: string; id: string } | null };
   agent: {
@@ -139,6 +150,15 @@ export interface EpisodeResult {
     turns: number;
     tool_calls: number;
     killed_by: KillReason | null;
+    /** Lines of the session record that are not a valid record (counted, never trusted). */
+    invalid_records: number;
+    /** Bytes of the agent's writable layer at the last measurement of the disk watchdog. */
+    disk_bytes: number | null;
+    /**
+     * What was copied out of the agent's container and what was refused unread (a path that is
+     * not a regular file, or larger than its cap, is never streamed): path → kind and size.
+     */
+    files: Record<string, { kind: string; bytes: number | null }>;
   };
   /**
    * The provider cut a model turn off before the agent ever ran a tool (infra-incomplete): the

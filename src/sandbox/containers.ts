@@ -5,8 +5,25 @@
 import { PassThrough } from "node:stream";
 import type Dockerode from "dockerode";
 import { InfraError, isAbortError } from "../errors.js";
-import { type Docker, dockerMessage, engine, ignoreGone, isNotFound } from "./docker.js";
-import { type ArchivedPath, packTar, readFirstEntry, type TarEntry } from "./tar.js";
+import {
+  callDeadline,
+  type Docker,
+  dockerMessage,
+  dockerStatus,
+  engine,
+  engineTimeouts,
+  ignoreGone,
+  isNotFound,
+} from "./docker.js";
+import {
+  type ArchivedPath,
+  classifyStat,
+  type PathStat,
+  packTar,
+  parsePathStat,
+  readFirstEntry,
+  type TarEntry,
+} from "./tar.js";
 
 export interface Limits {
   /** CPUs as a float (1 = one core). */
@@ -49,6 +66,12 @@ export interface ContainerSpec {
   logMaxBytes?: number;
   /** Keep stdin open for one attach (sendStdin): how files reach a read-only container. */
   stdin?: boolean;
+  /**
+   * A size limit on the writable layer (`StorageOpt.size`), where the engine's storage driver
+   * supports one (overlay2 on xfs with pquota, btrfs, zfs, devicemapper); elsewhere the container
+   * is created without it and the caller's disk watchdog is the bound (`storageLimited` says which).
+   */
+  storageBytes?: number;
 }
 
 /**
@@ -82,6 +105,7 @@ export function createOptions(spec: ContainerSpec): Dockerode.ContainerCreateOpt
   if (spec.capAdd?.length) hostConfig.CapAdd = [...spec.capAdd];
   if (spec.tmpfs) hostConfig.Tmpfs = { ...spec.tmpfs };
   if (spec.extraHosts?.length) hostConfig.ExtraHosts = [...spec.extraHosts];
+  if (spec.storageBytes !== undefined) hostConfig.StorageOpt = { size: String(spec.storageBytes) };
   // IPv6 off inside: no link-local path to the host's [::] listeners.
   if (net.kind === "network") hostConfig.Sysctls = { "net.ipv6.conf.all.disable_ipv6": "1" };
   const opts: Dockerode.ContainerCreateOptions = {
@@ -113,10 +137,23 @@ export function createOptions(spec: ContainerSpec): Dockerode.ContainerCreateOpt
   return opts;
 }
 
+/** Engines (clients) known to refuse `StorageOpt.size`: asked once, then created without it. */
+const noStorageOpt = new WeakSet<object>();
+const STORAGE_OPT_REFUSED = /storage-?opt|storage option|quota/i;
+
 export async function createContainer(docker: Docker, spec: ContainerSpec): Promise<Dockerode.Container> {
-  return engine("container_create_failed", `creating container ${spec.name}`, () =>
-    docker.createContainer(createOptions(spec)),
-  );
+  const what = `creating container ${spec.name}`;
+  if (spec.storageBytes !== undefined && !noStorageOpt.has(docker.modem)) {
+    try {
+      return await docker.createContainer(createOptions(spec));
+    } catch (err) {
+      if (dockerStatus(err) === undefined || !STORAGE_OPT_REFUSED.test(dockerMessage(err)))
+        return engine("container_create_failed", what, () => Promise.reject(err));
+      noStorageOpt.add(docker.modem);
+    }
+  }
+  const { storageBytes: _, ...rest } = spec;
+  return engine("container_create_failed", what, () => docker.createContainer(createOptions(rest)));
 }
 
 /** Attach a created container to a second network (the engine takes one network at create time). */
@@ -200,16 +237,53 @@ export async function putFiles(
  * closes after the one attach (StdinOnce), which ends that read.
  */
 export async function attachStdin(c: Dockerode.Container): Promise<{ send(data: Buffer): Promise<void> }> {
-  const stream = (await engine("container_attach_failed", `attaching to ${c.id.slice(0, 12)}`, () =>
-    c.attach({ stream: true, stdin: true, stdout: false, stderr: false, hijack: true }),
-  )) as NodeJS.ReadWriteStream & { destroy?: () => void };
+  const { copyMs } = engineTimeouts(c);
+  const attach = callDeadline(copyMs);
+  let stream: NodeJS.ReadWriteStream & { destroy?: () => void };
+  try {
+    stream = (await engine("container_attach_failed", `attaching to ${c.id.slice(0, 12)}`, () =>
+      c.attach({
+        stream: true,
+        stdin: true,
+        stdout: false,
+        stderr: false,
+        hijack: true,
+        abortSignal: attach.signal,
+      }),
+    )) as NodeJS.ReadWriteStream & { destroy?: () => void };
+  } catch (err) {
+    if (attach.timedOut())
+      throw new InfraError(
+        "docker_timeout",
+        `attaching to ${c.id.slice(0, 12)}: no answer within ${copyMs} ms`,
+      );
+    throw err;
+  } finally {
+    attach.clear();
+  }
   stream.on("error", () => undefined);
   return {
+    // Bounded too: a container that never reads its stdin must not hold the episode.
     send: (data: Buffer) =>
       new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          stream.destroy?.();
+          reject(
+            new InfraError(
+              "docker_timeout",
+              `writing stdin of ${c.id.slice(0, 12)}: not taken within ${copyMs} ms`,
+            ),
+          );
+        }, copyMs);
         stream.write(data, (err) => {
-          if (err) return reject(new InfraError("container_stdin_failed", `writing stdin: ${err.message}`));
-          stream.end(() => resolve());
+          if (err) {
+            clearTimeout(timer);
+            return reject(new InfraError("container_stdin_failed", `writing stdin: ${err.message}`));
+          }
+          stream.end(() => {
+            clearTimeout(timer);
+            resolve();
+          });
         });
       }),
   };
@@ -217,13 +291,81 @@ export async function attachStdin(c: Dockerode.Container): Promise<{ send(data: 
 
 export type FetchedPath = ArchivedPath | { kind: "missing" };
 
-/** One path out of a container (running or stopped). Files above `maxBytes` are not buffered. */
-export async function getPath(c: Dockerode.Container, path: string, maxBytes: number): Promise<FetchedPath> {
+/**
+ * What a path in a container is, from the archive API's stat header (`HEAD /archive`): no byte
+ * of the file is sent. undefined when the path does not exist.
+ */
+export async function statPath(
+  c: Dockerode.Container,
+  path: string,
+  signal?: AbortSignal,
+): Promise<PathStat | undefined> {
+  const { callMs } = engineTimeouts(c);
+  const dl = callDeadline(callMs, signal);
+  let res: NodeJS.ReadableStream & { headers?: Record<string, string | string[] | undefined> };
+  try {
+    res = (await c.infoArchive({ path, abortSignal: dl.signal })) as typeof res;
+  } catch (err) {
+    dl.clear();
+    if (isNotFound(err)) return undefined;
+    if (dl.timedOut())
+      throw new InfraError(
+        "docker_timeout",
+        `stat of ${path} in ${c.id.slice(0, 12)}: no answer within ${callMs} ms`,
+      );
+    if (isAbortError(err)) throw err;
+    throw new InfraError(
+      "archive_stat_failed",
+      `stat of ${path} in ${c.id.slice(0, 12)}: ${dockerMessage(err)}`,
+      {
+        cause: err,
+      },
+    );
+  }
+  dl.clear();
+  (res as unknown as { destroy?: () => void }).destroy?.();
+  const stat = parsePathStat(res.headers?.["x-docker-container-path-stat"]);
+  if (!stat)
+    throw new InfraError(
+      "archive_stat_failed",
+      `stat of ${path} in ${c.id.slice(0, 12)}: no usable stat header`,
+    );
+  return stat;
+}
+
+/**
+ * One path out of a container (running or stopped), at most `maxBytes` of it. The stat decides
+ * first: a missing path, a directory, a symlink, anything not a regular file, or a file larger
+ * than `maxBytes` (a sparse 16 TiB file included) is answered without reading a byte. Only a
+ * regular file within the limit is copied, under a deadline (`copyMs` of the client, or the
+ * caller's `signal`), and the stream is destroyed as soon as its one entry is read or turns out
+ * to be something else (a file swapped between the stat and the copy).
+ */
+export async function getPath(
+  c: Dockerode.Container,
+  path: string,
+  maxBytes: number,
+  opts: { signal?: AbortSignal } = {},
+): Promise<FetchedPath> {
+  const stat = await statPath(c, path, opts.signal);
+  if (stat === undefined) return { kind: "missing" };
+  const decided = classifyStat(stat, maxBytes);
+  if (decided) return decided;
+  const { copyMs } = engineTimeouts(c);
+  const dl = callDeadline(copyMs, opts.signal);
+  const timeout = () =>
+    new InfraError(
+      "docker_timeout",
+      `copying ${path} (${stat.size} bytes) out of ${c.id.slice(0, 12)}: not done within ${copyMs} ms`,
+    );
   let stream: NodeJS.ReadableStream;
   try {
-    stream = await c.getArchive({ path });
+    stream = await c.getArchive({ path, abortSignal: dl.signal });
   } catch (err) {
+    dl.clear();
     if (isNotFound(err)) return { kind: "missing" };
+    if (dl.timedOut()) throw timeout();
+    if (isAbortError(err)) throw err;
     throw new InfraError(
       "archive_get_failed",
       `reading ${path} from ${c.id.slice(0, 12)}: ${dockerMessage(err)}`,
@@ -232,7 +374,64 @@ export async function getPath(c: Dockerode.Container, path: string, maxBytes: nu
       },
     );
   }
-  return readFirstEntry(stream, maxBytes);
+  try {
+    return await readFirstEntry(stream, maxBytes, dl.signal);
+  } catch (err) {
+    if (dl.timedOut()) throw timeout();
+    if (isAbortError(err)) throw err;
+    throw new InfraError(
+      "archive_get_failed",
+      `reading ${path} from ${c.id.slice(0, 12)}: ${(err as Error).message}`,
+      {
+        cause: err,
+      },
+    );
+  } finally {
+    dl.clear();
+  }
+}
+
+/** Bytes of the container's writable layer, as the engine counts them (`GET /containers/{id}/json?size=1`). */
+export async function layerBytes(c: Dockerode.Container): Promise<number | undefined> {
+  const info = await c.inspect({ size: true } as Dockerode.ContainerInspectOptions).catch(() => undefined);
+  const size = (info as { SizeRw?: unknown } | undefined)?.SizeRw;
+  return typeof size === "number" && Number.isFinite(size) ? size : undefined;
+}
+
+/**
+ * The disk watchdog of a container whose writable layer has no limit of the engine's: measure
+ * the layer every `pollMs` (one measurement at a time: the engine walks the layer) until
+ * `signal`; resolves with the size once it is past `limitBytes` (the caller kills), or undefined
+ * when `signal` fired first. `seen` keeps the last measurement. The engine counts a file's
+ * apparent size, so a sparse file counts whole: an upper bound of what the host's disk holds.
+ */
+export async function watchLayer(
+  c: Dockerode.Container,
+  limitBytes: number,
+  pollMs: number,
+  signal: AbortSignal,
+  seen: { bytes?: number } = {},
+): Promise<number | undefined> {
+  while (!signal.aborted) {
+    const t0 = performance.now();
+    const size = await layerBytes(c);
+    if (signal.aborted) return undefined;
+    if (size !== undefined) {
+      seen.bytes = size;
+      if (size > limitBytes) return size;
+    }
+    const wait = Math.max(0, pollMs - (performance.now() - t0));
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(done, wait);
+      function done() {
+        clearTimeout(t);
+        signal.removeEventListener("abort", done);
+        resolve();
+      }
+      signal.addEventListener("abort", done, { once: true });
+    });
+  }
+  return undefined;
 }
 
 /** Keeps the head and the tail of a byte stream within a cap (the middle of a long log is dropped). */
@@ -341,9 +540,20 @@ export async function execIn(
       ...(opts.env ? { Env: Object.entries(opts.env).map(([k, v]) => `${k}=${v}`) } : {}),
     }),
   );
+  const { callMs } = engineTimeouts(c);
+  const started = callDeadline(callMs, opts.signal);
   const stream = await engine("exec_failed", `exec start in ${c.id.slice(0, 12)}`, () =>
-    exec.start({ hijack: true, stdin: false }),
-  );
+    exec.start({ hijack: true, stdin: false, abortSignal: started.signal }),
+  )
+    .catch((err) => {
+      if (started.timedOut())
+        throw new InfraError(
+          "docker_timeout",
+          `exec start in ${c.id.slice(0, 12)}: no answer within ${callMs} ms`,
+        );
+      throw err;
+    })
+    .finally(() => started.clear());
   const cap = opts.outputCap ?? 1024 * 1024;
   const out = new CappedText(cap);
   const err = new CappedText(cap);

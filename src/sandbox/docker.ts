@@ -8,9 +8,103 @@ import { InfraError, isAbortError, ValidatorError } from "../errors.js";
 export type { Container, default as Docker } from "dockerode";
 
 export function connectDocker(socketPath = "/var/run/docker.sock"): Docker {
-  return new Docker({ socketPath });
+  return boundEngineCalls(new Docker({ socketPath }));
 }
 
+/**
+ * How long the engine may take to answer. A hung engine (a stuck overlay mount, a full disk, a
+ * daemon under load) must end an episode as infra, never hold it forever.
+ */
+export interface EngineTimeouts {
+  /** Every plain request (create, start, inspect, kill, remove, put archive, exec create/inspect, networks). */
+  callMs: number;
+  /** Reading a stream the caller bounds in bytes (an archive, the logs, an attach): the whole read. */
+  copyMs: number;
+}
+
+export const DEFAULT_ENGINE_TIMEOUTS: EngineTimeouts = { callMs: 120_000, copyMs: 60_000 };
+
+const configured = new WeakMap<object, EngineTimeouts>();
+
+/** The timeouts of the client a container (or the client itself) belongs to. */
+export function engineTimeouts(of: { modem: object }): EngineTimeouts {
+  return configured.get(of.modem) ?? DEFAULT_ENGINE_TIMEOUTS;
+}
+
+interface DialOptions {
+  path: string;
+  method: string;
+  abortSignal?: AbortSignal;
+  isStream?: boolean;
+  hijack?: boolean;
+}
+type Dial = (options: DialOptions, callback: (err: unknown, data: unknown) => void) => void;
+
+/**
+ * Give every plain request of this client a deadline (idempotent; `over` updates the figures).
+ * Left alone: requests that carry their own signal, streams and hijacked connections (their
+ * callers bound them: archives and logs by `copyMs`, exec and attach by the episode's deadlines)
+ * and `wait`, which blocks for as long as the container runs, on purpose. A request that runs out
+ * of time fails as `InfraError("docker_timeout")`.
+ */
+export function boundEngineCalls(docker: Docker, over: Partial<EngineTimeouts> = {}): Docker {
+  const modem = docker.modem as unknown as { dial: Dial };
+  const installed = configured.has(modem);
+  configured.set(modem, { ...(configured.get(modem) ?? DEFAULT_ENGINE_TIMEOUTS), ...over });
+  if (installed) return docker;
+  const dial = modem.dial.bind(modem);
+  modem.dial = (options, callback) => {
+    if (options.abortSignal || options.isStream || options.hijack || /\/wait\?/.test(options.path))
+      return dial(options, callback);
+    const ms = configured.get(modem)!.callMs;
+    const signal = AbortSignal.timeout(ms);
+    dial({ ...options, abortSignal: signal }, (err, data) => {
+      if (err && signal.aborted)
+        return callback(
+          new InfraError(
+            "docker_timeout",
+            `${options.method} ${options.path.replace(/\?$/, "")}: the engine did not answer within ${ms} ms`,
+            { cause: err },
+          ),
+          data,
+        );
+      callback(err, data);
+    });
+  };
+  return docker;
+}
+
+/**
+ * A signal for one call: fires after `ms` or with `outer`, whichever comes first; `timedOut()`
+ * tells which. `clear()` once the call returned, so that a connection it handed over (an attach,
+ * an exec stream) outlives the call's deadline.
+ */
+export function callDeadline(
+  ms: number,
+  outer?: AbortSignal,
+): { signal: AbortSignal; timedOut(): boolean; clear(): void } {
+  const ctl = new AbortController();
+  let expired = false;
+  const timer = setTimeout(() => {
+    expired = true;
+    ctl.abort(new DOMException(`no answer within ${ms} ms`, "TimeoutError"));
+  }, ms);
+  timer.unref();
+  const onOuter = () => {
+    clearTimeout(timer);
+    ctl.abort(outer?.reason);
+  };
+  if (outer?.aborted) onOuter();
+  else outer?.addEventListener("abort", onOuter, { once: true });
+  return {
+    signal: ctl.signal,
+    timedOut: () => expired,
+    clear: () => {
+      clearTimeout(timer);
+      outer?.removeEventListener("abort", onOuter);
+    },
+  };
+}
 /** HTTP status of a dockerode/docker-modem error, when the engine answered. */
 export function dockerStatus(err: unknown): number | undefined {
   const s = (err as { statusCode?: unknown } | null)?.statusCode;

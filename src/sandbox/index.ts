@@ -14,6 +14,7 @@ export {
   getPath,
   inspectContainer,
   type Limits,
+  layerBytes,
   type NetworkAttachment,
   putFiles,
   readLogs,
@@ -21,12 +22,22 @@ export {
   SCENARIO_LIMITS,
   SIDECAR_LIMITS,
   startContainer,
+  statPath,
   stopContainer,
   waitExit,
+  watchLayer,
 } from "./containers.js";
 export { assembleContext, type BuildContext, type ContextSource, imageHash } from "./context.js";
 export { DNS_CVE, type EngineDnsVerdict, engineDnsVerdict } from "./dns.js";
-export { type Container, connectDocker, type Docker } from "./docker.js";
+export {
+  boundEngineCalls,
+  type Container,
+  connectDocker,
+  DEFAULT_ENGINE_TIMEOUTS,
+  type Docker,
+  type EngineTimeouts,
+  engineTimeouts,
+} from "./docker.js";
 export {
   AGENT_BRIDGE_PREFIX,
   canonicalCidr,
@@ -65,4 +76,12 @@ export {
 export { EpisodeScope, Reaper, type SweepResult } from "./reaper.js";
 export { type EpisodeTopology, Sandbox, type SandboxOptions } from "./sandbox.js";
 export { hostAddress } from "./subnet.js";
-export { type ArchivedPath, packTar, type TarEntry } from "./tar.js";
+export {
+  type ArchivedPath,
+  classifyStat,
+  type PathStat,
+  packTar,
+  parsePathStat,
+  readFirstEntry,
+  type TarEntry,
+} from "./tar.js";
