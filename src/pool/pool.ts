@@ -124,6 +124,12 @@ interface PoolEngine {
   beating: boolean;
   /** Image copies to this engine run one after the other (a copy is heavy for both engines). */
   copyChain: Promise<unknown>;
+  /**
+   * The running evaluation's images are all here: only then does the engine take its episodes (the
+   * longest episodes go first; none should wait on a copy while another engine could start it).
+   */
+  imagesReady: boolean;
+  imagesRetry: NodeJS.Timeout | undefined;
   probeFailures: number;
   probeTimer: NodeJS.Timeout | undefined;
   imageJobs: Map<string, Promise<void>>;
@@ -196,6 +202,8 @@ export class EnginePool {
       lastBeatOk: Date.now(),
       beating: false,
       copyChain: Promise.resolve(),
+      imagesReady: true,
+      imagesRetry: undefined,
       probeFailures: 0,
       probeTimer: undefined,
       imageJobs: new Map(),
@@ -370,6 +378,8 @@ export class EnginePool {
     if (was === "down") {
       this.opts.observer?.clear?.(`engine_down:${e.cfg.name}`);
       e.log.info({ version: e.version }, "engine.back");
+      // What it held before the outage is verified again before it takes episodes.
+      this.refreshImages(e);
     }
     this.update();
     this.pump();
@@ -533,7 +543,7 @@ export class EnginePool {
       const name = pickEngine(
         this.engines.map((e) => ({
           name: e.cfg.name,
-          placeable: e.state === "ready" && !e.draining && e.sandbox !== undefined,
+          placeable: e.state === "ready" && !e.draining && e.imagesReady && e.sandbox !== undefined,
           free: this.free(e),
         })),
         w.avoid,
@@ -645,12 +655,45 @@ export class EnginePool {
         for (const i of images) e.images.present.add(imageKey(i));
         continue;
       }
-      if (e.state !== "ready" || e.draining || e.cfg.slots === 0) continue;
-      this.ensureImagesOn(e, images, onProgress ? { onProgress } : {}).catch((err) =>
-        e.log.warn({ err: (err as Error).message }, "engine.images_failed"),
-      );
+      if (e.state !== "ready" || e.cfg.slots === 0) continue;
+      this.refreshImages(e, onProgress);
     }
     this.update();
+  }
+
+  /**
+   * Bring the wanted images to `e`, which takes episodes again once they are all there. A failed
+   * copy (a full disk, the engine away) is counted and tried again in 30 s while it is ready.
+   */
+  private refreshImages(e: PoolEngine, onProgress?: (p: BenchProgress) => void): void {
+    clearTimeout(e.imagesRetry);
+    e.imagesRetry = undefined;
+    const wanted = this.wanted;
+    if (e.primary || !wanted.length || this.closed) {
+      e.imagesReady = true;
+      return;
+    }
+    e.imagesReady = wanted.every((i) => e.images.present.has(imageKey(i)) && e.imageJobs.has(imageKey(i)));
+    this.ensureImagesOn(e, wanted, onProgress ? { onProgress } : {}).then(
+      () => {
+        if (this.wanted !== wanted) return;
+        e.imagesReady = true;
+        this.update();
+        this.pump();
+      },
+      (err) => {
+        const ve = toValidatorError(err, "image_copy_failed");
+        e.failures[ve.code] = (e.failures[ve.code] ?? 0) + 1;
+        e.lastError = { code: ve.code, message: ve.message, at: Date.now() };
+        e.log.warn({ code: ve.code, err: ve.message }, "engine.images_failed");
+        this.update();
+        if (this.closed || this.wanted !== wanted) return;
+        e.imagesRetry = setTimeout(() => {
+          if (e.state === "ready") this.refreshImages(e, onProgress);
+        }, 30_000);
+        e.imagesRetry.unref();
+      },
+    );
   }
 
   private async ensureImagesOn(
@@ -804,11 +847,27 @@ export class EnginePool {
     await Promise.all(
       this.engines.map(async (e) => {
         clearTimeout(e.probeTimer);
+        clearTimeout(e.imagesRetry);
         if (!e.sandbox) return;
         if (e.state !== "ready") {
-          // A silent engine must not hold the shutdown: what is left there goes at the next start's sweep.
+          // An engine that is down gets one short chance: if it answers again, what this process
+          // left there goes now; a silent one must not hold the shutdown (the next start sweeps it).
           e.sandbox.engineWatch.stop();
           e.sandbox.reaper.stop();
+          e.conn?.restore();
+          type WithSignal = (o: { abortSignal: AbortSignal }) => Promise<unknown>;
+          const ping = e.conn?.docker.ping as unknown as WithSignal | undefined;
+          const answers = await ping
+            ?.call(e.conn?.docker, { abortSignal: AbortSignal.timeout(5_000) })
+            .then(() => true)
+            .catch(() => false);
+          if (answers)
+            await withTimeout(
+              e.sandbox.close(),
+              30_000,
+              () => e.conn?.sever("closing"),
+              "the last sweep",
+            ).catch((x) => e.log.warn({ err: (x as Error).message }, "engine.close_failed"));
           return;
         }
         await e.sandbox

@@ -88,8 +88,8 @@ export class DockerStreamDemux {
 }
 
 export interface RelayLink {
-  /** Resolves once the relay listens; rejects when it ends first or `timeoutMs` passes. */
-  ready: Promise<void>;
+  /** Resolves (with the port it listens on) once the relay listens; rejects when it ends first or `timeoutMs` passes. */
+  ready: Promise<number>;
   /** Connections carried so far. */
   readonly connections: number;
   /** Stop carrying: every connection closed, the relay's stdin ended (it exits). Idempotent. */
@@ -122,15 +122,28 @@ export async function attachRelay(
   const stream = (await engine("relay_attach_failed", `attaching to relay ${container.id.slice(0, 12)}`, () =>
     container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true }),
   )) as unknown as Duplex;
+  return linkRelay(stream, { multiplexed: true, target, log, timeoutMs });
+}
+
+/**
+ * The daemon's end of a relay over any byte stream: its output (Docker's multiplexed attach stream
+ * when `multiplexed`, else the raw frames, e.g. a relay run as a local process) in, our frames out.
+ */
+export function linkRelay(
+  stream: Duplex,
+  opts: { multiplexed: boolean; target: RelayTarget; log: Logger; timeoutMs?: number },
+): RelayLink {
+  const { target, log } = opts;
+  const timeoutMs = opts.timeoutMs ?? 30_000;
   const demux = new DockerStreamDemux();
   const frames = new FrameDecoder();
   const sockets = new Map<number, Socket>();
   let stderr = "";
   let connections = 0;
   let closed = false;
-  let markReady: () => void = () => undefined;
+  let markReady: (port: number) => void = () => undefined;
   let failReady: (err: Error) => void = () => undefined;
-  const ready = new Promise<void>((resolve, reject) => {
+  const ready = new Promise<number>((resolve, reject) => {
     markReady = resolve;
     failReady = reject;
   });
@@ -174,7 +187,7 @@ export async function attachRelay(
   const onFrame = (f: Frame) => {
     if (f.type === FRAME.READY) {
       clearTimeout(timer);
-      markReady();
+      markReady(Number(f.payload.toString("utf8")) || 0);
       return;
     }
     if (f.type === FRAME.OPEN) {
@@ -208,7 +221,8 @@ export async function attachRelay(
 
   stream.on("data", (chunk: Buffer) => {
     try {
-      for (const part of demux.push(chunk)) {
+      const parts = opts.multiplexed ? demux.push(chunk) : [{ stream: "stdout" as const, data: chunk }];
+      for (const part of parts) {
         if (part.stream === "stderr") {
           stderr = (stderr + part.data.toString("utf8")).slice(-2000);
           continue;

@@ -307,5 +307,9 @@ export class Sandbox {
     this.engineWatch.stop();
     this.reaper.stop();
     await this.reaper.disposeAll();
+    // What a scope could not remove (an engine that was away meanwhile) goes now, while it answers.
+    await this.reaper
+      .sweep()
+      .catch((err) => this.log.warn({ err: (err as Error).message }, "reaper.final_sweep_failed"));
   }
 }

@@ -78,7 +78,8 @@ server.on("error", (err) => {
   process.stderr.write(`relay: ${err.message}\n`);
   process.exit(1);
 });
-server.listen(port, host, () => send(frame(0, READY)));
+// READY carries the port (RELAY_PORT=0 picks one: the relay's tests run it as a local process).
+server.listen(port, host, () => send(frame(0, READY, Buffer.from(String(server.address().port)))));
 
 let pending = Buffer.alloc(0);
 process.stdin.on("data", (chunk) => {
