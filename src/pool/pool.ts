@@ -588,7 +588,8 @@ export class EnginePool {
     if (r) {
       if (r.status === "scored") e.episodes.scored++;
       else e.episodes.failed++;
-      if (r.failure && r.failure.class !== "policy")
+      // The loss itself is counted once by markDown, not once per episode it cut short.
+      if (r.failure && r.failure.class !== "policy" && r.failure.code !== "engine_lost")
         e.failures[r.failure.code] = (e.failures[r.failure.code] ?? 0) + 1;
     }
     this.pump();

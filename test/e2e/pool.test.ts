@@ -58,7 +58,8 @@ let sim: EngySim;
 
 beforeAll(async () => {
   local = await requireDocker();
-  sim = await startEngySim({ host: "127.0.0.1", port: 0, seed: 11, apiKeys: [KEY], latencyScale: 0 });
+  // Model calls take time as real ones do (scaled down): the killed engine is back well before the end.
+  sim = await startEngySim({ host: "127.0.0.1", port: 0, seed: 11, apiKeys: [KEY], latencyScale: 0.3 });
   e2 = await startNetnsEngine();
 }, 120_000);
 

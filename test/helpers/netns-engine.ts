@@ -43,6 +43,9 @@ export interface NetnsEngine {
   loadFrom(source: Docker, refs: readonly string[]): Promise<void>;
   /** Run a command inside the namespace (network only). */
   nsExec(argv: readonly string[]): string;
+  /** Take the host's end of the veth down: the engine is cut off (no reset, just silence); `reconnect` undoes it. */
+  cut(): void;
+  reconnect(): void;
   stop(): Promise<void>;
 }
 
@@ -417,6 +420,13 @@ export async function startNetnsEngine(): Promise<NetnsEngine> {
     },
     nsExec(argv) {
       return run("ip", ["netns", "exec", netns, ...argv]);
+    },
+    cut() {
+      run("ip", ["link", "set", `tjn${tag}h`, "down"]);
+    },
+    reconnect() {
+      run("ip", ["link", "set", `tjn${tag}h`, "up"]);
+      run("ip", ["addr", "replace", `${hostIp}/30`, "dev", `tjn${tag}h`]);
     },
     async stop() {
       if (stopped) return;
