@@ -7,7 +7,7 @@
  * the second engine minus that of the episodes on the first, measured in the same run. The first
  * copy of the images to the second engine is timed and reported apart (it happens once per set).
  *
- *   npx tsx bench/pool.ts [--pack examples/packs/advisers.json] [--spec 27] [--latency-scale 0.3] [--slots 2]
+ *   npx tsx bench/pool.ts [--pack examples/packs/advisers.json] [--suite builtin] [--latency-scale 0.3] [--slots 2]
  *
  * Both engines share this machine's cores: on 2 cores the speed-up measures what placement adds and
  * what the episodes' waiting (model latency) lets overlap, not a second host's CPU.
@@ -28,7 +28,7 @@ import { startNetnsEngine } from "../test/helpers/netns-engine.js";
 const { values } = parseArgs({
   options: {
     pack: { type: "string", default: "examples/packs/advisers.json" },
-    spec: { type: "string", default: "27" },
+    suite: { type: "string", default: "builtin" },
     "latency-scale": { type: "string", default: "0.3" },
     slots: { type: "string", default: "2" },
   },
@@ -64,7 +64,7 @@ async function run(label: string, engines: string, prepareOnly = false): Promise
     log: createLogger({ level: "info", destination: pino.destination({ dest: logFile, sync: true }) }),
   });
   try {
-    const req = { specNumber: Number(values.spec) };
+    const req = { suite: values.suite! };
     const prepared = await env.bench.prepare(resolveRequest(env, req));
     if (prepareOnly) {
       // Place the images on every engine first (timed apart from the evaluations).

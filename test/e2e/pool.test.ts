@@ -23,12 +23,12 @@ import { REPO_ROOT } from "../helpers/episode.js";
 import { runEvalCli } from "../helpers/eval-cli.js";
 import { type NetnsEngine, startNetnsEngine } from "../helpers/netns-engine.js";
 
-// Spec 27, the ten scenarios: enough work that the killed engine is back before the end.
+// The built-in suite's ten scenarios: enough work that the killed engine is back before the end.
 const SCENARIOS = (
-  JSON.parse(readFileSync(join(import.meta.dirname, "../../scenarios/specs.json"), "utf8")) as {
-    specs: Record<string, string[]>;
+  JSON.parse(readFileSync(join(import.meta.dirname, "../../scenarios/suites.json"), "utf8")) as {
+    suites: Record<string, string[]>;
   }
-).specs["27"]!;
+).suites.builtin!;
 const KEY = `sk-trajrl-pool-${randomBytes(12).toString("hex")}`;
 
 type JsonResult = Array<{
@@ -103,7 +103,7 @@ async function leftovers(docker: Docker, pid: number): Promise<number> {
 describe("two engines (e2e)", () => {
   it("eval over two engines, the second killed mid-evaluation: the one-engine verdict, every episode once, nothing left, the key on neither", async () => {
     const env = { LLM_API_KEY: KEY, LLM_BASE_URL: sim.url, LOG_LEVEL: "info" };
-    const args = ["examples/packs/pin.json", "--spec", "27", "--json"];
+    const args = ["examples/packs/pin.json", "--suite", "builtin", "--json"];
 
     // The reference: this host's engine alone (ENGINES unset), three episodes at once.
     const one = await runEvalCli(mkdtempSync(join(tmpdir(), "pool-one-")), [...args, "--concurrency", "3"], {
