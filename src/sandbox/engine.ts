@@ -57,6 +57,8 @@ function trackingAgent(Base: AgentBase, opts: ConstructorParameters<typeof Https
       if (s) {
         sockets.add(s);
         s.once("close", () => sockets.delete(s));
+        // Long streams (events, attach) idle for minutes: keepalives hold NAT and firewall state open.
+        s.setKeepAlive(true, 15_000);
       }
       return s;
     }

@@ -118,11 +118,12 @@ export async function attachRelay(
   target: RelayTarget,
   log: Logger,
   timeoutMs = 30_000,
+  onLost?: () => void,
 ): Promise<RelayLink> {
   const stream = (await engine("relay_attach_failed", `attaching to relay ${container.id.slice(0, 12)}`, () =>
     container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true }),
   )) as unknown as Duplex;
-  return linkRelay(stream, { multiplexed: true, target, log, timeoutMs });
+  return linkRelay(stream, { multiplexed: true, target, log, timeoutMs, ...(onLost ? { onLost } : {}) });
 }
 
 /**
@@ -131,7 +132,14 @@ export async function attachRelay(
  */
 export function linkRelay(
   stream: Duplex,
-  opts: { multiplexed: boolean; target: RelayTarget; log: Logger; timeoutMs?: number },
+  opts: {
+    multiplexed: boolean;
+    target: RelayTarget;
+    log: Logger;
+    timeoutMs?: number;
+    /** The stream ended without close(): the episode lost its meter (the engine or its connection went). */
+    onLost?: () => void;
+  },
 ): RelayLink {
   const { target, log } = opts;
   const timeoutMs = opts.timeoutMs ?? 30_000;
@@ -235,8 +243,10 @@ export function linkRelay(
     }
   });
   const ended = () => {
-    if (!closed) log.warn({ connections, stderr: stderr.slice(-300) }, "relay.ended");
+    if (closed) return;
+    log.warn({ connections, stderr: stderr.slice(-300) }, "relay.ended");
     close();
+    opts.onLost?.();
   };
   stream.on("end", ended);
   stream.on("close", ended);

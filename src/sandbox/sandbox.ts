@@ -278,6 +278,10 @@ export class Sandbox {
       c,
       { host: bindHost, port: METER_EPISODE_PORT },
       this.log.child({ relay: name }),
+      30_000,
+      // The meter is gone from this episode (its relay or the link to it ended): stop its sidecar
+      // from outside, which the episode counts as infra (`sidecar_killed`), never as the policy's fault.
+      () => void this.killSidecars(scope),
     );
     scope.onDispose(() => link.close());
     await startContainer(c);
@@ -300,6 +304,27 @@ export class Sandbox {
       sidecarExtraHosts: [],
       reach: (ip, port) => link.forward(ip, port),
     };
+  }
+
+  private async killSidecars(scope: EpisodeScope): Promise<void> {
+    if (scope.disposed) return;
+    try {
+      const list = await this.docker.listContainers({
+        filters: { label: [`${LABEL.episode}=${scope.episodeId}`, `${LABEL.role}=sidecar`] },
+      });
+      await Promise.all(
+        list.map((s) =>
+          this.docker
+            .getContainer(s.Id)
+            .kill({ signal: "SIGKILL" })
+            .catch(() => undefined),
+        ),
+      );
+      this.log.warn({ episode: scope.episodeId, sidecars: list.length }, "relay.lost_sidecar_stopped");
+    } catch (err) {
+      // The engine itself is away: the pool's loss handling stops the episode.
+      this.log.warn({ episode: scope.episodeId, err: (err as Error).message }, "relay.lost");
+    }
   }
 
   /** Stop the periodic reaper and remove everything live episodes made (shutdown path). */

@@ -137,6 +137,43 @@ describe("meter relay", () => {
     }
   });
 
+  it("a relay that dies is reported as lost (the episode's meter is gone); a closed link is not", async () => {
+    const r = spawn(process.execPath, [RELAY], {
+      env: { RELAY_HOST: "127.0.0.1", RELAY_PORT: "0" },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let lost = 0;
+    const l = linkRelay(Duplex.from({ readable: r.stdout!, writable: r.stdin! }), {
+      multiplexed: false,
+      target: { host: "127.0.0.1", port: meterPort },
+      log: silentLogger,
+      onLost: () => lost++,
+    });
+    await l.ready;
+    r.kill("SIGKILL");
+    for (let i = 0; i < 100 && lost === 0; i++) await new Promise((res) => setTimeout(res, 20));
+    expect(lost).toBe(1);
+    l.close();
+    expect(lost).toBe(1);
+
+    let lost2 = 0;
+    const r2 = spawn(process.execPath, [RELAY], {
+      env: { RELAY_HOST: "127.0.0.1", RELAY_PORT: "0" },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    const l2 = linkRelay(Duplex.from({ readable: r2.stdout!, writable: r2.stdin! }), {
+      multiplexed: false,
+      target: { host: "127.0.0.1", port: meterPort },
+      log: silentLogger,
+      onLost: () => lost2++,
+    });
+    await l2.ready;
+    const exited = new Promise((res) => r2.on("exit", res));
+    l2.close();
+    await exited;
+    expect(lost2).toBe(0);
+  });
+
   it("closing the link ends the relay process (its stdin closed), and its port with it", async () => {
     const r = spawn(process.execPath, [RELAY], {
       env: { RELAY_HOST: "127.0.0.1", RELAY_PORT: "0" },

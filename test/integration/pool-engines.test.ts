@@ -395,6 +395,37 @@ describe("an episode's topology on the remote engine", () => {
     expect(info.Config.Env.filter((v) => !/^(PATH|LANG)=/.test(v))).toEqual(["RELAY_PORT=8790"]);
   });
 
+  it("a relay that goes away stops its episode's sidecar from outside (infra: the meter is gone, not the policy)", async () => {
+    const s = sb.openScope(`${episode}-lost`, 600_000);
+    try {
+      const t = await sb.createTopology(s);
+      const name = `trajrl-${episode}-lost-sidecar`;
+      s.trackContainer(name);
+      const sc = await createContainer(docker, {
+        name,
+        image: BASE_IMAGE,
+        labels: s.labels("sidecar"),
+        limits: SIDECAR_LIMITS,
+        network: { kind: "network", name: t.meterNet.name },
+        cmd: ["sleep", "600"],
+      });
+      await startContainer(sc);
+      const relays = await docker.listContainers({
+        filters: { label: [`trajrl.episode=${episode}-lost`, "trajrl.role=relay"] },
+      });
+      await docker.getContainer(relays[0]!.Id).kill({ signal: "SIGKILL" });
+      for (let i = 0; i < 100 && (await sc.inspect()).State.Running; i++)
+        await new Promise((r) => setTimeout(r, 100));
+      expect((await sc.inspect()).State.Running).toBe(false);
+      // The engine's event stream saw a kill the episode did not send: what collect.ts reads as infra.
+      for (let i = 0; i < 50 && sb.engineWatch.killsOf(name) === 0; i++)
+        await new Promise((r) => setTimeout(r, 100));
+      expect(sb.engineWatch.killsOf(name)).toBeGreaterThan(0);
+    } finally {
+      await s.dispose();
+    }
+  });
+
   it("a relay carries its own episode's budget alone: another live token is unknown there", async () => {
     const sim = await startEngySim({ host: "127.0.0.1", port: 0, latencyScale: 0 });
     const meter = new Meter({
