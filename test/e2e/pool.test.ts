@@ -210,5 +210,13 @@ describe("two engines (e2e)", () => {
     expect(scans.flatMap((s) => s.hits)).toEqual([]);
     // …while the provider got it with every call (it answers that key alone).
     expect(sim.stats().requests).toBeGreaterThan(0);
+
+    const on = (engine: string) => placed.filter((l) => l.engine === engine).length;
+    process.stdout.write(
+      `[pool e2e] ${SCENARIOS.length} scenarios, score ${result[0]!.verdict!.score} (one engine: ${reference[0]!.verdict!.score}); ` +
+        `placed ${on("local")} on local, ${on("e2")} on e2; retried ${retried.length} (${retried.join(", ")}); ` +
+        `container inspections for the key: ${inspected("local")} on local, ${inspected("e2")} on e2, 0 found it; ` +
+        `left: 0 and 0; provider requests ${sim.stats().requests}\n`,
+    );
   }, 1_500_000);
 });
