@@ -13,6 +13,7 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomBytes, randomInt } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { connect, createServer } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import Docker from "dockerode";
@@ -43,6 +44,12 @@ export interface NetnsEngine {
   loadFrom(source: Docker, refs: readonly string[]): Promise<void>;
   /** Run a command inside the namespace (network only). */
   nsExec(argv: readonly string[]): string;
+  /**
+   * A path of our own from the namespace to one port of this host's loopback (the local registry):
+   * a forwarder listening on the namespace's 127.0.0.1:PORT, through a unix socket, to ours. Nothing
+   * else of this host becomes reachable. Resolves once it listens; the returned function closes it.
+   */
+  openLoopbackPath(port: number): Promise<() => void>;
   /** Take the host's end of the veth down: the engine is cut off (no reset, just silence); `reconnect` undoes it. */
   cut(): void;
   reconnect(): void;
@@ -420,6 +427,29 @@ export async function startNetnsEngine(): Promise<NetnsEngine> {
     },
     nsExec(argv) {
       return run("ip", ["netns", "exec", netns, ...argv]);
+    },
+    async openLoopbackPath(port) {
+      const sock = join(root, "exec", `path-${port}.sock`);
+      rmSync(sock, { force: true });
+      const host = createServer((c) => {
+        const up = connect(port, "127.0.0.1");
+        c.pipe(up).pipe(c);
+        c.on("error", () => up.destroy());
+        up.on("error", () => c.destroy());
+      });
+      await new Promise<void>((resolve) => host.listen(sock, resolve));
+      const script = `const n=require("node:net");n.createServer(c=>{const u=n.connect(process.argv[1]);c.pipe(u).pipe(c);c.on("error",()=>u.destroy());u.on("error",()=>c.destroy())}).listen(${port},"127.0.0.1",()=>console.log("ready"))`;
+      const fwd = spawn("ip", ["netns", "exec", netns, process.execPath, "-e", script, sock], {
+        stdio: ["ignore", "pipe", "ignore"],
+      });
+      await new Promise<void>((resolve, reject) => {
+        fwd.stdout!.once("data", () => resolve());
+        fwd.once("exit", (code) => reject(new Error(`the namespace's forwarder exited (${code})`)));
+      });
+      return () => {
+        fwd.kill("SIGKILL");
+        host.close();
+      };
     },
     cut() {
       run("ip", ["link", "set", `tjn${tag}h`, "down"]);

@@ -38,6 +38,7 @@ import {
   hostAddress,
   imageIdOf,
   installEngineFirewall,
+  pullImage,
   type Sandbox,
   SCENARIO_LIMITS,
   SIDECAR_LIMITS,
@@ -482,11 +483,12 @@ describe("placement on the remote engine", () => {
     const { pool, observer } = await openPool([localCfg(1), e2Cfg(1)], { heartbeatMs: 0 });
     const sidecar: BuiltImage = await images.sidecar();
     expect(await imageIdOf(e2.docker, sidecar.ref)).toBeUndefined();
+    const before = observer.view("e2").images.copies;
     pool.prefetch([sidecar]);
-    for (let i = 0; i < 600 && observer.view("e2").images.copies < 1; i++)
+    for (let i = 0; i < 600 && observer.view("e2").images.copies < before + 1; i++)
       await new Promise((r) => setTimeout(r, 200));
     expect(await imageIdOf(e2.docker, sidecar.ref)).toBe(sidecar.id);
-    expect(observer.view("e2").images.copies).toBe(1);
+    expect(observer.view("e2").images.copies).toBe(before + 1);
     expect(observer.view("e2").images.copiedBytes).toBeGreaterThan(10_000_000);
     expect(observer.progress).toContain("e2:sidecar:copying");
     expect(observer.progress).toContain("e2:sidecar:ready");
@@ -502,6 +504,62 @@ describe("placement on the remote engine", () => {
     await hold;
     await pool.close();
   }, 600_000);
+
+  it("a registry's image: the engine pulls that digest itself; without a way to the registry it gets a copy", async () => {
+    const repo = "127.0.0.1:5000/trajrl-pool-test/base";
+    const tag = `p${randomBytes(4).toString("hex")}`;
+    const ref = `${repo}:${tag}`;
+    await local.getImage(BASE_IMAGE).tag({ repo, tag });
+    try {
+      const pushed = (await local
+        .getImage(ref)
+        .push({ authconfig: {} } as never)) as unknown as NodeJS.ReadableStream;
+      await new Promise((resolve, reject) =>
+        local.modem.followProgress(pushed, (err: Error | null) => (err ? reject(err) : resolve(undefined))),
+      );
+      const p = await pullImage(local, ref);
+      expect(p.digest).not.toBe(p.id);
+      const img: BuiltImage = {
+        ref,
+        id: p.id,
+        hash: p.digest,
+        built: false,
+        buildMs: 0,
+        repoDigest: `${repo}@${p.digest}`,
+      };
+      const placed = async () => {
+        const { pool, observer } = await openPool([localCfg(1), e2Cfg(1)], { heartbeatMs: 0 });
+        // (Opening it may have copied the relay image: count from here.)
+        const before = { ...observer.view("e2").images };
+        pool.prefetch([img]);
+        for (let i = 0; i < 300; i++) {
+          const v = observer.view("e2").images;
+          if (v.pulls + v.copies > before.pulls + before.copies) break;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        const v = observer.view("e2").images;
+        await pool.close();
+        return { pulls: v.pulls - before.pulls, copies: v.copies - before.copies };
+      };
+      // The namespace has no route anywhere: its 127.0.0.1:5000 is its own, where nothing listens.
+      expect(await placed()).toEqual({ pulls: 0, copies: 1 });
+      expect(await imageIdOf(e2.docker, ref)).toBe(p.id);
+      await e2.docker.getImage(ref).remove({ force: true });
+      // A path of our own to this host's registry, and nothing else: the engine pulls the digest.
+      const close = await e2.openLoopbackPath(5000);
+      try {
+        expect(await placed()).toEqual({ pulls: 1, copies: 0 });
+        expect(await imageIdOf(e2.docker, ref)).toBe(p.id);
+      } finally {
+        close();
+      }
+    } finally {
+      await local
+        .getImage(ref)
+        .remove({ noprune: true })
+        .catch(() => undefined);
+    }
+  }, 300_000);
 
   it("a drained engine takes no new episodes, its running one finishes; resumed, it takes them again", async () => {
     const db = openDb(join(mkdtempSync(join(tmpdir(), "pool-drain-")), "v.sqlite"));
