@@ -280,25 +280,29 @@ export async function evaluatePack(
       runner: async (er) => {
         await probe();
         er.signal.throwIfAborted();
-        const r = await placement.run(er.scenario, er.signal, (where) =>
-          runEpisode({
-            sandbox: where.sandbox,
-            images: where.images(prepared.images),
-            runtime: prepared.runtime,
-            strictProvenance: settings.strictProvenance,
-            meter: env.meter,
-            pack,
-            scenario: byName.get(er.scenario)!,
-            capUsd,
-            outDir: outBase ?? join(settings.dataDir, "runs", er.evaluationId),
-            defaultModel: settings.defaultModel,
-            signal: where.signal,
-            log,
-            episodeId: er.episodeId,
-            ...(settings.agentCommand ? { agentCommand: settings.agentCommand } : {}),
-            ...(settings.episodeTimeouts ? { timeouts: settings.episodeTimeouts } : {}),
-            onProgress: (p) => er.onProgress(p),
-          }),
+        const r = await placement.run(
+          er.scenario,
+          er.signal,
+          (where) =>
+            runEpisode({
+              sandbox: where.sandbox,
+              images: where.images(prepared.images),
+              runtime: prepared.runtime,
+              strictProvenance: settings.strictProvenance,
+              meter: env.meter,
+              pack,
+              scenario: byName.get(er.scenario)!,
+              capUsd,
+              outDir: outBase ?? join(settings.dataDir, "runs", er.evaluationId),
+              defaultModel: settings.defaultModel,
+              signal: where.signal,
+              log,
+              episodeId: er.episodeId,
+              ...(settings.agentCommand ? { agentCommand: settings.agentCommand } : {}),
+              ...(settings.episodeTimeouts ? { timeouts: settings.episodeTimeouts } : {}),
+              onProgress: (p) => er.onProgress(p),
+            }),
+          er.episodeId,
         );
         env.observer.episodeEnd({
           scenario: r.scenario,

@@ -92,6 +92,8 @@ export interface EvaluationPlacement {
     scenario: string,
     signal: AbortSignal,
     fn: (p: Placement) => Promise<EpisodeResult>,
+    /** The episode's id, for the placement's log line. */
+    episode?: string,
   ): Promise<EpisodeResult>;
 }
 
@@ -599,13 +601,13 @@ export class EnginePool {
   forEvaluation(): EvaluationPlacement {
     const failedOn = new Map<string, Set<string>>();
     return {
-      run: async (scenario, signal, fn) => {
+      run: async (scenario, signal, fn, episode) => {
         const avoid = failedOn.get(scenario) ?? new Set<string>();
         const e = await this.acquire(avoid, signal);
         const lost = e.lost.signal;
         let r: EpisodeResult | undefined;
         try {
-          e.log.info({ scenario, running: e.running }, "episode.placed");
+          e.log.info({ scenario, ...(episode ? { episode } : {}), running: e.running }, "episode.placed");
           r = await fn({
             engine: e.cfg.name,
             sandbox: e.sandbox!,
