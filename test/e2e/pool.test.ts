@@ -102,7 +102,8 @@ async function leftovers(docker: Docker, pid: number): Promise<number> {
 
 describe("two engines (e2e)", () => {
   it("eval over two engines, the second killed mid-evaluation: the one-engine verdict, every episode once, nothing left, the key on neither", async () => {
-    const env = { LLM_API_KEY: KEY, LLM_BASE_URL: sim.url, LOG_LEVEL: "info" };
+    // The meter holds KEY and forwards to the simulator (an offline provider: eval never votes).
+    const env = { LLM_API_KEY: KEY, OFFLINE_LLM_BASE_URL: sim.url, LOG_LEVEL: "info" };
     const args = ["examples/packs/pin.json", "--suite", "builtin", "--json"];
 
     // The reference: this host's engine alone (ENGINES unset), three episodes at once.
