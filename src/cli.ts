@@ -6,6 +6,7 @@
 import { Command, CommanderError } from "commander";
 import { registerBench } from "./cli/bench.js";
 import { registerCheck } from "./cli/check.js";
+import { registerEngines } from "./cli/engines.js";
 import { registerEngySim } from "./cli/engy-sim.js";
 import { registerEval } from "./cli/eval.js";
 import { registerImages } from "./cli/images.js";
@@ -39,6 +40,7 @@ export function buildProgram(): Command {
   registerBench(program);
   registerCheck(program);
   registerLocalnet(program);
+  registerEngines(program);
   return program;
 }
 

@@ -89,6 +89,14 @@ export const ENV_SCHEMA = {
   EPISODE_SUBNET_POOL: z.string().default("10.213.0.0/16"),
   DOCKER_SOCKET: z.string().default("/var/run/docker.sock"),
   DAEMON_IN_CONTAINER: optional(bool),
+  // The engine pool: episodes spread over several Docker engines (README, "Several hosts")
+  ENGINES: optional(
+    z.string().transform((text, ctx) => {
+      const r = parseEngineList(text);
+      for (const p of r.problems) ctx.addIssue({ code: "custom", message: p });
+      return r.engines;
+    }),
+  ),
   // Policy sidecar, host side (`policy serve`, sidecar tests): a python3 that imports aiohttp and httpx
   TRAJRL_PYTHON: optional(z.string().min(1)),
   // Status page
@@ -110,6 +118,86 @@ export const LOCKED_ENV = [
   "JUDGE_BASE_URL",
   "DEFAULT_MODEL",
 ] as const;
+
+/** One engine of the pool, as ENGINES lists it (src/pool places episodes on them). */
+export interface EngineConfig {
+  /** Short name: logs, the status page, /metrics, `engines drain NAME`. */
+  name: string;
+  /** unix:///path, tcp://host:port (TLS), ssh://user@host[:port]; `local` = unix://DOCKER_SOCKET. */
+  url: string;
+  /** Episodes at once on this engine; undefined (the default engine only): the evaluation's concurrency. */
+  slots: number | undefined;
+  /** tcp://: directory with ca.pem, cert.pem, key.pem (Docker's client layout). */
+  tlsDir?: string;
+  /** ssh://: private key file (else the SSH agent). */
+  sshKey?: string;
+}
+
+const ENGINE_NAME = /^[a-z0-9][a-z0-9_-]{0,30}$/;
+const ENGINE_KEYS = new Set(["name", "url", "slots", "tls", "ssh_key"]);
+
+/**
+ * ENGINES (pure): entries separated by `;` or new lines, each `key=value` words —
+ * `name=b url=tcp://10.0.0.12:2376 slots=4 tls=/etc/trajrl/engines/b`. Every problem is returned,
+ * each naming its entry, so one message can list them all.
+ */
+export function parseEngineList(text: string): { engines: EngineConfig[]; problems: string[] } {
+  const engines: EngineConfig[] = [];
+  const problems: string[] = [];
+  const entries = text
+    .split(/[;\n]/)
+    .map((e) => e.trim())
+    .filter((e) => e && !e.startsWith("#"));
+  if (!entries.length) problems.push("no engine listed");
+  entries.forEach((entry, k) => {
+    const where = `engine ${k + 1} (${entry.length > 60 ? `${entry.slice(0, 57)}...` : entry})`;
+    const kv = new Map<string, string>();
+    for (const word of entry.split(/\s+/)) {
+      const eq = word.indexOf("=");
+      const key = eq > 0 ? word.slice(0, eq) : word;
+      if (eq <= 0 || !ENGINE_KEYS.has(key)) {
+        problems.push(`${where}: \`${word}\` is not one of name=, url=, slots=, tls=, ssh_key=`);
+        continue;
+      }
+      if (kv.has(key)) problems.push(`${where}: ${key}= given twice`);
+      kv.set(key, word.slice(eq + 1));
+    }
+    const url = kv.get("url");
+    const name = kv.get("name") ?? (url === "local" ? "local" : undefined);
+    if (!name) problems.push(`${where}: needs name=`);
+    else if (!ENGINE_NAME.test(name))
+      problems.push(`${where}: name=${name} must be lowercase letters, digits, - or _ (at most 31)`);
+    else if (engines.some((e) => e.name === name)) problems.push(`${where}: name=${name} is listed twice`);
+    if (!url) problems.push(`${where}: needs url= (local, unix:///path, tcp://host:port or ssh://user@host)`);
+    else if (url !== "local" && !/^(unix:\/\/\/|tcp:\/\/[^/\s]+:\d+\/?$|ssh:\/\/[^/\s]+\/?$)/.test(url))
+      problems.push(
+        `${where}: url=${url} is not local, unix:///path, tcp://host:port or ssh://[user@]host[:port]`,
+      );
+    const slotsText = kv.get("slots");
+    const slots = slotsText === undefined ? Number.NaN : Number(slotsText);
+    if (!Number.isInteger(slots) || slots < 0 || slots > 64)
+      problems.push(`${where}: slots= must be a whole number 0..64 (episodes at once on it)`);
+    const tls = kv.get("tls");
+    if (url?.startsWith("tcp://") && !tls)
+      problems.push(
+        `${where}: a tcp:// engine needs tls=DIR (ca.pem, cert.pem, key.pem): the plain Docker API is root on that host for anyone who reaches it`,
+      );
+    if (tls && !url?.startsWith("tcp://")) problems.push(`${where}: tls= is for tcp:// engines`);
+    const sshKey = kv.get("ssh_key");
+    if (sshKey && !url?.startsWith("ssh://")) problems.push(`${where}: ssh_key= is for ssh:// engines`);
+    if (name && url)
+      engines.push({
+        name,
+        url,
+        slots: Number.isInteger(slots) ? slots : undefined,
+        ...(tls ? { tlsDir: tls } : {}),
+        ...(sshKey ? { sshKey } : {}),
+      });
+  });
+  if (entries.length && !problems.length && engines.every((e) => e.slots === 0))
+    problems.push("every engine has slots=0: no episode could run");
+  return { engines, problems };
+}
 
 const envObject = z.object(ENV_SCHEMA);
 type Env = z.infer<typeof envObject>;
@@ -180,6 +268,11 @@ export interface Config {
     subnetPool: string;
     dockerSocket: string;
     daemonInContainer: boolean | undefined;
+    /**
+     * The engines episodes run on (ENGINES), the first of which builds and pulls the images; without
+     * ENGINES one engine, the local socket, with the evaluation's concurrency (`explicit` false).
+     */
+    engines: { list: EngineConfig[]; explicit: boolean; sshAgent: string | undefined };
   };
   /** degradedAfterMs: how long the chain or the platform may be unreachable before health says degraded. */
   status: { host: string; port: number; degradedAfterMs: number };
@@ -270,6 +363,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       subnetPool: e.EPISODE_SUBNET_POOL,
       dockerSocket: e.DOCKER_SOCKET,
       daemonInContainer: e.DAEMON_IN_CONTAINER,
+      engines: {
+        list: (e.ENGINES ?? [{ name: "local", url: "local", slots: undefined }]).map((x) =>
+          x.url === "local" ? { ...x, url: `unix://${resolve(e.DOCKER_SOCKET)}` } : x,
+        ),
+        explicit: e.ENGINES !== undefined,
+        sshAgent: env.SSH_AUTH_SOCK?.trim() || undefined,
+      },
     },
     status: { host: e.STATUS_HOST, port: e.STATUS_PORT, degradedAfterMs: e.DEGRADED_AFTER_S * 1000 },
     policy: { python: e.TRAJRL_PYTHON },

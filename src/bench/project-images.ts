@@ -116,6 +116,17 @@ export class ProjectImages {
     };
   }
 
+  /** The meter relay and engine firewall helper of the pool's remote engines (docker/images/meter-relay). */
+  private meterRelaySpec(): ImageSpec {
+    const dir = join(this.opts.repoRoot, "docker", "images", "meter-relay");
+    return {
+      repo: "trajrl/meter-relay",
+      sources: [{ from: dir, to: "" }],
+      dockerfile: "Dockerfile",
+      labels: { [IMAGE_KIND_LABEL]: "meter-relay" },
+    };
+  }
+
   private scenarioSpec(s: ScenarioImageSource, base: { ref: string; id: string }): ImageSpec {
     return {
       repo: `trajrl/scenario-${s.name.toLowerCase().replace(/[^a-z0-9_.-]/g, "-")}`,
@@ -136,6 +147,11 @@ export class ProjectImages {
   async sidecar(signal?: AbortSignal): Promise<BuiltImage> {
     if (this.opts.sidecarImage) return this.builder.existing(this.opts.sidecarImage);
     return this.builder.ensure(this.sidecarSpec(), signal);
+  }
+
+  /** Built on this engine; the pool copies it to the others. */
+  async meterRelay(signal?: AbortSignal): Promise<BuiltImage> {
+    return this.builder.ensure(this.meterRelaySpec(), signal);
   }
 
   async scenario(s: ScenarioImageSource, signal?: AbortSignal): Promise<BuiltImage> {
@@ -162,6 +178,7 @@ export class ProjectImages {
       if (id) base = { ref, id };
     }
     keep.add(this.opts.sidecarImage ?? (await this.builder.resolve(this.sidecarSpec())).ref);
+    keep.add((await this.builder.resolve(this.meterRelaySpec())).ref);
     if (base)
       for (const s of scenarios) keep.add((await this.builder.resolve(this.scenarioSpec(s, base))).ref);
     return keep;

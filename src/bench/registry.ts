@@ -17,6 +17,7 @@ import {
   type PulledImage,
   pullImage,
   type RegistryAuth,
+  repositoryOf,
   type SandboxSession,
   tagOf,
 } from "../sandbox/index.js";
@@ -56,6 +57,8 @@ const asBuilt = (p: PulledImage): BuiltImage => ({
   hash: p.digest,
   built: false,
   buildMs: 0,
+  // A digest other than the id is the registry's: other engines of the pool can pull exactly it.
+  ...(p.digest !== p.id ? { repoDigest: `${repositoryOf(p.ref)}@${p.digest}` } : {}),
 });
 
 export class RegistryBench implements BenchSource {

@@ -26,7 +26,9 @@ export interface BenchProgress {
   /** What is being prepared: `bench`, `sidecar`, `agent-base`, `scenario/<name>`. */
   image: string;
   ref: string;
-  phase: "pulling" | "building" | "ready" | "cached" | "fallback";
+  phase: "pulling" | "building" | "copying" | "ready" | "cached" | "fallback";
+  /** Another engine of the pool the image is being placed on (copied from the first, or pulled by digest). */
+  engine?: string;
   bytes?: number;
   totalBytes?: number;
   ms?: number;

@@ -1,6 +1,6 @@
 /**
  * `trajrl-validator check`: the operator's preflight, run right after `up -d` (README). One line per
- * check — wallet, chain, platform, model provider, Docker, firewall, disk — each ok, warn or FAIL,
+ * check — wallet, chain, platform, model provider, Docker, the engine pool, firewall, disk — each ok, warn or FAIL,
  * with what to change when it is not ok, named as the operator sets it (in the compose deployment:
  * the host-side settings of docker/.env, not the paths inside the container). Exit 0 when nothing
  * FAILed, 1 otherwise. The image's entrypoint runs `check --only wallet` before the daemon starts.
@@ -20,7 +20,16 @@ export interface CheckResult {
   fix?: string;
 }
 
-export const CHECKS = ["wallet", "chain", "platform", "llm", "docker", "firewall", "disk"] as const;
+export const CHECKS = [
+  "wallet",
+  "chain",
+  "platform",
+  "llm",
+  "docker",
+  "engines",
+  "firewall",
+  "disk",
+] as const;
 export type CheckName = (typeof CHECKS)[number];
 
 /** Where the operator changes things: the compose deployment (host-side settings) or a plain process. */
@@ -294,6 +303,45 @@ async function iptablesRules(): Promise<string | undefined> {
   }
 }
 
+/** The pool (ENGINES): each engine answers, with API 1.41 or newer, Linux. Its firewall is the daemon's to install. */
+async function checkEngines(ctx: Ctx): Promise<CheckResult> {
+  const e = ctx.config.evaluation.engines;
+  if (!e.explicit)
+    return { name: "engines", level: "ok", detail: "this host's engine alone (ENGINES unset)" };
+  const { connectEngine, probeEngine } = await import("../sandbox/index.js");
+  const results = await Promise.all(
+    e.list.map(async (x) => {
+      try {
+        const conn = connectEngine({
+          url: x.url,
+          ...(x.tlsDir ? { tlsDir: x.tlsDir } : {}),
+          ...(x.sshKey ? { sshKey: x.sshKey } : {}),
+          ...(e.sshAgent ? { sshAgent: e.sshAgent } : {}),
+        });
+        const f = await withTimeout(probeEngine(conn.docker, ctx.timeoutMs), ctx.timeoutMs, x.name);
+        return { name: x.name, ok: true, text: `${x.name} Docker ${f.version}` };
+      } catch (err) {
+        return { name: x.name, ok: false, text: `${x.name} (${x.url}): ${(err as Error).message}` };
+      }
+    }),
+  );
+  const bad = results.filter((r) => !r.ok);
+  const detail = results.map((r) => r.text).join("; ");
+  if (!bad.length)
+    return {
+      name: "engines",
+      level: "ok",
+      detail: `${detail} (each engine's firewall: installed and checked by the daemon at start)`,
+    };
+  const usable = results.some((r, k) => r.ok && e.list[k]!.slots !== 0);
+  return {
+    name: "engines",
+    level: !results[0]!.ok || !usable ? "fail" : "warn",
+    detail,
+    fix: "README, Several hosts: the engine's TLS listener (tcp://HOST:2376 with --tlsverify), the certificates' directory (tls=DIR: ca.pem, cert.pem, key.pem), its firewall admitting this host",
+  };
+}
+
 async function checkFirewall(ctx: Ctx): Promise<CheckResult> {
   const { FIREWALL_CHAIN, canonicalCidr, connectDocker } = await import("../sandbox/index.js");
   const rules = await iptablesRules();
@@ -390,6 +438,7 @@ const RUNNERS: Record<CheckName, (ctx: Ctx) => Promise<CheckResult>> = {
   platform: checkPlatform,
   llm: evaluatingOnly("llm", checkLlm),
   docker: evaluatingOnly("docker", checkDocker),
+  engines: evaluatingOnly("engines", checkEngines),
   firewall: evaluatingOnly("firewall", checkFirewall),
   disk: checkDisk,
 };

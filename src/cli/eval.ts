@@ -24,6 +24,7 @@ interface EvalFlags {
   seed?: string;
   bench?: string;
   strictProvenance?: boolean;
+  engines?: string;
 }
 
 function positiveInt(name: string, v: string | undefined): number | undefined {
@@ -67,6 +68,10 @@ export function registerEval(program: Command): void {
       "an answer no metered model call produced fails its episode with quality 0 (local rule; the subnet only reports it)",
     )
     .option(
+      "--engines <list>",
+      "the Docker engines to run episodes on, as ENGINES (`name=a url=local slots=2; name=b url=tcp://HOST:2376 slots=2 tls=DIR`); default: ENGINES, else this host's engine",
+    )
+    .option(
       "--json",
       "print the results as JSON on stdout, alone (progress on stderr, when it is a terminal)",
     )
@@ -92,8 +97,14 @@ export function registerEval(program: Command): void {
       const env0: Record<string, string | undefined> = { ...process.env };
       if (flags.seed !== undefined) env0.ENGY_SIM_SEED = flags.seed;
       if (flags.strictProvenance) env0.STRICT_PROVENANCE = "1";
+      if (flags.engines !== undefined) env0.ENGINES = flags.engines;
       const config = loadConfig(env0);
-      const concurrency = positiveInt("--concurrency", flags.concurrency) ?? config.evaluation.concurrency;
+      // With a pool of engines their slots bound the evaluation unless --concurrency says otherwise.
+      const engineSlots = config.evaluation.engines.explicit
+        ? config.evaluation.engines.list.reduce((n, e) => n + (e.slots ?? config.evaluation.concurrency), 0)
+        : undefined;
+      const concurrency =
+        positiveInt("--concurrency", flags.concurrency) ?? engineSlots ?? config.evaluation.concurrency;
       const spec = flags.spec === undefined ? undefined : Number(flags.spec);
       if (spec !== undefined && (!Number.isInteger(spec) || spec < 0))
         throw new InputError("bad_flag", `--spec must be a number`);
@@ -173,6 +184,13 @@ export function registerEval(program: Command): void {
         say(
           `${config.llm.simulated ? "Engy simulator (no LLM_API_KEY set)" : `metering ${config.llm.baseUrl}`} · ${what} · ${resolved.names.length} scenarios · concurrency ${concurrency} · cap $${resolved.episodeCapUsd} per episode`,
         );
+        if (config.evaluation.engines.explicit)
+          say(
+            `engines: ${env.pool
+              .views()
+              .map((v) => `${v.name} ${v.state}${v.slots === null ? "" : ` ×${v.slots}`}`)
+              .join(", ")}`,
+          );
         say(`logs: ${logFile}`);
         // Images are built or pulled as each pack's evaluation starts (cached after the first).
         const seen = new Set<string>();

@@ -24,17 +24,20 @@ import {
   type RetryPolicy,
 } from "../meter/index.js";
 import { sdkSingleFile } from "../policy/index.js";
+import { EnginePool } from "../pool/index.js";
 import { ALLOWLIST_FILE, PRICE_TABLE_FILE, REPO_ROOT } from "../repo.js";
-import { Sandbox } from "../sandbox/index.js";
+import type { Docker } from "../sandbox/index.js";
 import { type Catalogue, loadCatalogue } from "../scenarios/index.js";
 import { LiveStatus } from "../status/index.js";
-import { type Db, EvaluationRepo, openDb, ReceiptRepo } from "../store/index.js";
+import { type Db, EvaluationRepo, KvRepo, openDb, ReceiptRepo } from "../store/index.js";
 
 export interface Environment extends EvaluationEnvironment {
   config: Config;
   db: Db;
   live: LiveStatus;
   meter: Meter;
+  /** The engines episodes run on (ENGINES; by default the local socket alone). */
+  pool: EnginePool;
   /** The built-in suite's images. */
   images: ProjectImages;
   catalogue: Catalogue;
@@ -149,22 +152,30 @@ export async function openEnvironment(config: Config, opts: OpenEnvironmentOptio
     });
     cleanups.push(() => meter.stop());
 
-    const sandbox = await Sandbox.open({
-      socketPath: config.evaluation.dockerSocket,
+    // The first engine builds the images (and the meter relay the others need).
+    let images: ProjectImages | undefined;
+    const imagesOn = (docker: Docker) =>
+      (images ??= new ProjectImages(docker, {
+        repoRoot: REPO_ROOT,
+        ...(config.evaluation.agentImage ? { agentImage: config.evaluation.agentImage } : {}),
+        ...(config.evaluation.sidecarImage ? { sidecarImage: config.evaluation.sidecarImage } : {}),
+        log: log.child({ component: "images" }),
+      }));
+    const engines = config.evaluation.engines;
+    const pool = await EnginePool.open({
+      engines: engines.list,
+      explicit: engines.explicit,
+      sshAgent: engines.sshAgent,
       poolCidr: config.evaluation.subnetPool,
-      ...(config.evaluation.daemonInContainer !== undefined
-        ? { daemonInContainer: config.evaluation.daemonInContainer }
-        : {}),
-      log: log.child({ component: "sandbox" }),
+      daemonInContainer: config.evaluation.daemonInContainer,
+      log: log.child({ component: "pool" }),
+      observer: live,
+      kv: new KvRepo(db),
+      relayImage: (docker, signal) => imagesOn(docker).meterRelay(signal),
     });
-    cleanups.push(() => sandbox.close());
-
-    const images = new ProjectImages(sandbox.docker, {
-      repoRoot: REPO_ROOT,
-      ...(config.evaluation.agentImage ? { agentImage: config.evaluation.agentImage } : {}),
-      ...(config.evaluation.sidecarImage ? { sidecarImage: config.evaluation.sidecarImage } : {}),
-      log: log.child({ component: "images" }),
-    });
+    cleanups.push(() => pool.close());
+    const sandbox = pool.primary;
+    const projectImages = imagesOn(sandbox.docker);
 
     const kind = opts.bench ?? config.evaluation.benchSource ?? "builtin";
     let bench: BenchSource;
@@ -184,7 +195,7 @@ export async function openEnvironment(config: Config, opts: OpenEnvironmentOptio
         log: log.child({ component: "bench" }),
       });
     } else {
-      bench = new BuiltinBench(catalogue, images, {
+      bench = new BuiltinBench(catalogue, projectImages, {
         episodeCapUsd: config.llm.episodeCapUsd,
         defaultSuite: config.evaluation.suite,
       });
@@ -202,7 +213,8 @@ export async function openEnvironment(config: Config, opts: OpenEnvironmentOptio
       priceTableHash: meter.priceTableHash,
       meter,
       sandbox,
-      images,
+      pool,
+      images: projectImages,
       catalogue,
       bench,
       repo: new EvaluationRepo(db),

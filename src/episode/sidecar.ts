@@ -53,8 +53,10 @@ async function imageCommand(sandbox: Sandbox, image: BuiltImage): Promise<string
 export interface Sidecar {
   container: Container;
   name: string;
-  /** Its address on the meter network (where the health probe reaches it from this process). */
+  /** Its address on the meter network. */
   meterIp: string;
+  /** `host:port` where this process reaches its policy port (the meter network, or the topology's `reach`). */
+  healthAt: string;
   /** The health probe: our runtime's GET /health, or upstream's GET /v1/models answering `data`. */
   health: { path: string; bodyIncludes?: string };
   /** Starts it and sends the policy files; resolves once both are done. */
@@ -191,10 +193,12 @@ export async function createSidecar(
     attachStdin(container),
     connectNetwork(sandbox.docker, topo.meterNet.name, container.id, [], meterIp),
   ]);
+  const reached = topo.reach ? await topo.reach(meterIp, POLICY_PORT) : undefined;
   return {
     container,
     name,
     meterIp,
+    healthAt: reached ? `${reached.host}:${reached.port}` : `${meterIp}:${POLICY_PORT}`,
     health: launch.health,
     start: async () => {
       await startContainer(container);
@@ -277,7 +281,7 @@ export async function awaitHealthy(
   let health: HealthOutcome;
   try {
     health = await pollHealth(
-      `http://${sidecar.meterIp}:${POLICY_PORT}${sidecar.health.path}`,
+      `http://${sidecar.healthAt}${sidecar.health.path}`,
       sidecar.health.bodyIncludes,
       sidecar.container,
       hdl,

@@ -9,6 +9,7 @@ import { runEpisode } from "../episode/index.js";
 import { isAbortError, toValidatorError } from "../errors.js";
 import type { PackResult } from "../pack/index.js";
 import { judgePolicyScan, PolicyScanUnencodable } from "../policy/index.js";
+import { singleEngine } from "../pool/index.js";
 import { HARNESS_NAME, VERSION } from "../version.js";
 import { evaluate, newEvaluationId, resumeKeyOf } from "./evaluate.js";
 import { outcomeOf } from "./outcome.js";
@@ -141,7 +142,8 @@ export async function evaluatePack(
   req: PackEvaluationRequest,
 ): Promise<PackEvaluation> {
   const settings = env.settings;
-  const concurrency = req.concurrency ?? settings.concurrency;
+  // A pool of engines bounds itself by its slots; the default engine by the evaluation's concurrency.
+  const concurrency = req.concurrency ?? env.pool?.capacity ?? settings.concurrency;
   const resolved = resolveRequest(env, req);
   const spec = resolved.spec;
   // The cap is the spec's, read once: every episode, the verdict and the live view use this value.
@@ -196,6 +198,8 @@ export async function evaluatePack(
   const policyScan = scanOf(pack.policyFiles, names, env);
   const provenance = () => provenanceOf(env, capUsd, concurrency, { ...suite, bench, policyScan });
   const byName = new Map(prepared.scenarios.map((s) => [s.name, s]));
+  const placement = env.pool?.forEvaluation() ?? singleEngine(env.sandbox);
+  if (env.pool) await prefetchImages(env, prepared, req.onBenchProgress);
   const epochId = req.epochId === undefined ? undefined : String(req.epochId);
 
   // One controller for the run: the caller's signal, and our own epoch-moved-on abort.
@@ -276,25 +280,31 @@ export async function evaluatePack(
       runner: async (er) => {
         await probe();
         er.signal.throwIfAborted();
-        const r = await runEpisode({
-          sandbox: env.sandbox,
-          images: prepared.images,
-          runtime: prepared.runtime,
-          strictProvenance: settings.strictProvenance,
-          meter: env.meter,
-          pack,
-          scenario: byName.get(er.scenario)!,
-          capUsd,
-          outDir: outBase ?? join(settings.dataDir, "runs", er.evaluationId),
-          defaultModel: settings.defaultModel,
-          signal: er.signal,
-          log,
-          episodeId: er.episodeId,
-          ...(settings.agentCommand ? { agentCommand: settings.agentCommand } : {}),
-          ...(settings.episodeTimeouts ? { timeouts: settings.episodeTimeouts } : {}),
-          ...(settings.agentEnv ? { agentEnv: settings.agentEnv } : {}),
-          onProgress: (p) => er.onProgress(p),
-        });
+        const r = await placement.run(
+          er.scenario,
+          er.signal,
+          (where) =>
+            runEpisode({
+              sandbox: where.sandbox,
+              images: where.images(prepared.images),
+              runtime: prepared.runtime,
+              strictProvenance: settings.strictProvenance,
+              meter: env.meter,
+              pack,
+              scenario: byName.get(er.scenario)!,
+              capUsd,
+              outDir: outBase ?? join(settings.dataDir, "runs", er.evaluationId),
+              defaultModel: settings.defaultModel,
+              signal: where.signal,
+              log,
+              episodeId: er.episodeId,
+              ...(settings.agentCommand ? { agentCommand: settings.agentCommand } : {}),
+              ...(settings.episodeTimeouts ? { timeouts: settings.episodeTimeouts } : {}),
+              ...(settings.agentEnv ? { agentEnv: settings.agentEnv } : {}),
+              onProgress: (p) => er.onProgress(p),
+            }),
+          er.episodeId,
+        );
         env.observer.episodeEnd({
           scenario: r.scenario,
           outcome: r.status === "scored" ? "scored" : "failed",
@@ -312,6 +322,26 @@ export async function evaluatePack(
   } finally {
     req.signal?.removeEventListener("abort", onOuterAbort);
     env.observer.endEvaluation();
+  }
+}
+
+/**
+ * Every image the episodes will use (known at once: prepare built or pulled them), placed on the
+ * pool's other engines in one copy each, in the background; their first episodes wait for it.
+ */
+async function prefetchImages(
+  env: EvaluationEnvironment,
+  prepared: PreparedBench,
+  onProgress: PackEvaluationRequest["onBenchProgress"],
+): Promise<void> {
+  try {
+    const images = await Promise.all([
+      prepared.images.sidecar(),
+      ...prepared.scenarios.map((s) => prepared.images.scenario(s)),
+    ]);
+    env.pool?.prefetch(images, onProgress);
+  } catch (err) {
+    env.log.warn({ err: (err as Error).message }, "evaluation.prefetch_failed");
   }
 }
 

@@ -2,6 +2,7 @@ import type { BenchProgress, BenchSource } from "../bench/index.js";
 import type { EpisodeMeter, EpisodeTimeouts } from "../episode/index.js";
 import type { FailureClass } from "../errors.js";
 import type { Logger } from "../log.js";
+import type { EnginePool } from "../pool/index.js";
 import type { Sandbox } from "../sandbox/index.js";
 import type { EvaluationRepo } from "../store/index.js";
 
@@ -216,7 +217,10 @@ export interface EvaluationEnvironment {
   log: Logger;
   repo: EvaluationRepo;
   meter: EpisodeMeter;
+  /** The first engine's sandbox (images, probes); episodes run on `pool` when there is one. */
   sandbox: Sandbox;
+  /** The engines episodes are placed on (src/environment opens it; absent: every episode on `sandbox`). */
+  pool?: EnginePool;
   /** Where scenarios and images come from: the built-in suite or the subnet's benchmark. */
   bench: BenchSource;
   observer: EvaluationObserver;

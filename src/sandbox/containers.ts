@@ -38,6 +38,8 @@ export const SCENARIO_LIMITS: Limits = { cpus: 2, memoryBytes: 4 * GiB, pidsLimi
 
 export type NetworkAttachment =
   | { kind: "none" }
+  /** The engine host's own network namespace (the firewall helper only; no episode container). */
+  | { kind: "host" }
   | { kind: "network"; name: string; aliases?: readonly string[]; ipv4?: string };
 
 export interface ContainerSpec {
@@ -72,6 +74,8 @@ export interface ContainerSpec {
    * is created without it and the caller's disk watchdog is the bound (`storageLimited` says which).
    */
   storageBytes?: number;
+  /** `none`: the engine keeps no log (the meter relay, whose stdout is the episode's traffic). */
+  logDriver?: "json-file" | "none";
 }
 
 /**
@@ -93,14 +97,18 @@ export function createOptions(spec: ContainerSpec): Dockerode.ContainerCreateOpt
     PidsLimit: spec.limits.pidsLimit,
     ReadonlyRootfs: spec.readOnlyRoot ?? false,
     SecurityOpt: ["no-new-privileges"],
-    NetworkMode: net.kind === "none" ? "none" : net.name,
-    Dns: [EPISODE_DNS_UPSTREAM],
+    NetworkMode: net.kind === "network" ? net.name : net.kind,
     Init: spec.init ?? false,
-    LogConfig: {
-      Type: "json-file",
-      Config: { "max-size": String(spec.logMaxBytes ?? 8 * 1024 * 1024), "max-file": "1" },
-    },
+    LogConfig:
+      spec.logDriver === "none"
+        ? { Type: "none", Config: {} }
+        : {
+            Type: "json-file",
+            Config: { "max-size": String(spec.logMaxBytes ?? 8 * 1024 * 1024), "max-file": "1" },
+          },
   };
+  // The host's namespace takes no resolver setting (the engine refuses --dns with --network host).
+  if (net.kind !== "host") hostConfig.Dns = [EPISODE_DNS_UPSTREAM];
   if (spec.dropAllCaps) hostConfig.CapDrop = ["ALL"];
   if (spec.capAdd?.length) hostConfig.CapAdd = [...spec.capAdd];
   if (spec.tmpfs) hostConfig.Tmpfs = { ...spec.tmpfs };

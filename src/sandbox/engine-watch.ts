@@ -18,6 +18,8 @@ export class EngineWatch {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   private delayMs = 250;
+  /** Told of every loss of the stream (the pool takes the engine out of placement). */
+  onLost: (() => void) | undefined;
   /** Container name → kill events seen (bounded: names are removed when episodes forget them). */
   private readonly kills = new Map<string, number>();
 
@@ -50,6 +52,25 @@ export class EngineWatch {
     return this.epoch !== epoch;
   }
 
+  /**
+   * Another observer (the pool's heartbeat) knows the engine is gone, e.g. cut off without a reset:
+   * count it as a loss now and reconnect from scratch.
+   */
+  declareLost(): void {
+    if (this.stopped) return;
+    const s = this.stream;
+    this.stream = undefined;
+    s?.destroy();
+    this.epoch++;
+    this.log.warn({ epoch: this.epoch }, "docker.engine_lost");
+    this.schedule();
+  }
+
+  /** Whether the event stream is open now. */
+  get connected(): boolean {
+    return this.stream !== undefined;
+  }
+
   stop(): void {
     this.stopped = true;
     clearTimeout(this.timer);
@@ -72,6 +93,7 @@ export class EngineWatch {
         this.epoch++;
         this.log.warn({ epoch: this.epoch }, "docker.engine_lost");
         this.schedule();
+        this.onLost?.();
       };
       s.on("end", lost);
       s.on("close", lost);

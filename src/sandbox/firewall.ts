@@ -42,13 +42,15 @@ export interface FirewallOptions {
  * the INPUT jumps send here is judged: replies pass, agent bridges get nothing, the meter port is
  * open to the rest (meter bridges on the host; episode addresses inside the daemon's container).
  */
-export function chainRules(family: 4 | 6, meterPort: number): string[] {
+export function chainRules(family: 4 | 6, meterPort: number | null): string[] {
   const c = FIREWALL_CHAIN;
   const rules = [
     `-A ${c} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
     `-A ${c} -i ${AGENT_BRIDGE_PREFIX}+ -j DROP`,
   ];
-  if (family === 4) rules.push(`-A ${c} -p tcp -m tcp --dport ${meterPort} -j ACCEPT`);
+  // null: an engine other than the daemon's own, where the meter is a relay container on the
+  // bridge itself and nothing of ours listens on the host: every port of the host stays closed.
+  if (family === 4 && meterPort !== null) rules.push(`-A ${c} -p tcp -m tcp --dport ${meterPort} -j ACCEPT`);
   rules.push(`-A ${c} -j DROP`);
   return rules;
 }
@@ -136,4 +138,65 @@ export async function installFirewall(opts: FirewallOptions): Promise<void> {
     log.warn({ err: (err as Error).message }, "firewall.ipv6.unavailable");
   }
   log.info({ chain: FIREWALL_CHAIN, pool: opts.poolCidr ?? null }, "firewall.installed");
+}
+
+// ------------------------------------------------------------------------------------------------
+// The firewall of an engine other than the daemon's own (the pool's remote engines).
+// ------------------------------------------------------------------------------------------------
+
+const ENGINE_JUMPS = jumpRules(4).map((j) => j.join(" "));
+
+/**
+ * The shell script the engine's firewall helper runs in the engine host's network namespace (pure):
+ * the chain with the meter port closed (chainRules(…, null)), installed atomically when it differs,
+ * the INPUT jumps for the episode bridges, IPv6 alike (best effort), then what is installed, for
+ * verifyEngineFirewall to read.
+ */
+export function engineFirewallScript(): string {
+  const c = FIREWALL_CHAIN;
+  const family = (bin: string, rules: string[], required: boolean) => {
+    const fail = required ? "exit 3" : "true";
+    const want = rules.join("\n");
+    const jumps = ENGINE_JUMPS.map(
+      (j) => `${bin} -w 10 -C INPUT ${j} 2>/dev/null || ${bin} -w 10 -I INPUT 1 ${j} || ${fail}`,
+    );
+    return [
+      `want='${want}'`,
+      `have=$(${bin} -w 10 -S ${c} 2>/dev/null | grep '^-A ' || true)`,
+      `if [ "$have" != "$want" ]; then printf '*filter\\n:${c} - [0:0]\\n%s\\nCOMMIT\\n' "$want" | ${bin}-restore -w 10 --noflush || ${fail}; fi`,
+      ...jumps,
+    ].join("\n");
+  };
+  return [
+    "set -u",
+    family("iptables", chainRules(4, null), true),
+    `if command -v ip6tables >/dev/null 2>&1 && ip6tables -w 10 -S INPUT >/dev/null 2>&1; then`,
+    family("ip6tables", chainRules(6, null), false),
+    "fi",
+    "echo '#chain'",
+    `iptables -w 10 -S ${c}`,
+    "echo '#input'",
+    "iptables -w 10 -S INPUT",
+  ].join("\n");
+}
+
+/** What is wrong with the firewall the helper reported (pure); empty when it is as it must be. */
+export function verifyEngineFirewall(output: string): string[] {
+  const chainAt = output.indexOf("#chain");
+  const inputAt = output.indexOf("#input");
+  if (chainAt < 0 || inputAt < 0) return ["the firewall helper printed no rules"];
+  const lines = (from: number, to: number) =>
+    output
+      .slice(from, to)
+      .split("\n")
+      .map((l) => l.trim())
+      .filter((l) => l.startsWith("-A "));
+  const chain = lines(chainAt, inputAt);
+  const input = lines(inputAt, output.length);
+  const problems: string[] = [];
+  const want = chainRules(4, null);
+  if (chain.join("\n") !== want.join("\n"))
+    problems.push(`chain ${FIREWALL_CHAIN} is ${chain.length ? chain.join(" | ") : "empty"}`);
+  for (const j of ENGINE_JUMPS) if (!input.includes(`-A INPUT ${j}`)) problems.push(`INPUT lacks \`${j}\``);
+  return problems;
 }

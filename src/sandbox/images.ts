@@ -45,6 +45,8 @@ export interface BuiltImage {
   /** false when an existing image with the same hash was reused. */
   built: boolean;
   buildMs: number;
+  /** `repo@sha256:…` when the image came from a registry (other engines of the pool pull exactly that). */
+  repoDigest?: string;
 }
 
 interface BuildEvent {

@@ -39,13 +39,29 @@ export {
   engineTimeouts,
 } from "./docker.js";
 export {
+  apiAtLeast,
+  connectEngine,
+  type EngineConnection,
+  type EngineEndpoint,
+  type EngineFacts,
+  MIN_API_VERSION,
+  parseEngineUrl,
+  probeEngine,
+} from "./engine.js";
+export { installEngineFirewall } from "./engine-firewall.js";
+export { EngineWatch } from "./engine-watch.js";
+export {
   AGENT_BRIDGE_PREFIX,
   canonicalCidr,
+  chainRules,
+  engineFirewallScript,
   FIREWALL_CHAIN,
   installFirewall,
   METER_BRIDGE_PREFIX,
   METER_EPISODE_PORT,
+  verifyEngineFirewall,
 } from "./firewall.js";
+export { type CopyProgress, copyImages, imageIdOf, pullDigestAs } from "./image-copy.js";
 export { type PruneOptions, type PruneReport, pruneImages } from "./image-prune.js";
 export {
   type BuiltImage,
@@ -74,7 +90,16 @@ export {
   tagOf,
 } from "./pull.js";
 export { EpisodeScope, Reaper, type SweepResult } from "./reaper.js";
-export { type EpisodeTopology, Sandbox, type SandboxOptions } from "./sandbox.js";
+export {
+  attachRelay,
+  DockerStreamDemux,
+  encodeFrame,
+  FRAME,
+  FRAME_HEADER,
+  FrameDecoder,
+  type RelayLink,
+} from "./relay.js";
+export { allocateLoopback, type EpisodeTopology, Sandbox, type SandboxOptions } from "./sandbox.js";
 export { hostAddress } from "./subnet.js";
 export {
   type ArchivedPath,

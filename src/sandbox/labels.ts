@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 
 export const LABEL = {
-  /** sidecar | agent | verifier | check | net-agent | net-meter | probe */
+  /** sidecar | agent | verifier | check | net-agent | net-meter | probe | relay | engine-firewall */
   role: "trajrl.role",
   /** The process that made it (see SandboxSession). */
   session: "trajrl.session",
@@ -26,7 +26,16 @@ export const LABEL = {
   container: "trajrl.container",
 } as const;
 
-export type Role = "sidecar" | "agent" | "verifier" | "check" | "net-agent" | "net-meter" | "probe";
+export type Role =
+  | "sidecar"
+  | "agent"
+  | "verifier"
+  | "check"
+  | "net-agent"
+  | "net-meter"
+  | "probe"
+  | "relay"
+  | "engine-firewall";
 
 export interface SandboxSession {
   /** Random per process: what this process made, as opposed to what a sibling process made. */

@@ -104,6 +104,8 @@ export class EpisodeScope {
   private disposing: Promise<void> | undefined;
   /** Names of containers to detach from our networks before removing them (the daemon itself). */
   private readonly detach: Array<{ network: string; container: string }> = [];
+  /** Run first on dispose (e.g. the meter relay's link); failures are ignored. */
+  private readonly cleanups: Array<() => void | Promise<void>> = [];
 
   constructor(
     readonly docker: Docker,
@@ -129,6 +131,11 @@ export class EpisodeScope {
 
   detachOnDispose(network: string, container: string): void {
     this.detach.push({ network, container });
+  }
+
+  /** Something of ours (not an engine object) that ends with the episode. */
+  onDispose(fn: () => void | Promise<void>): void {
+    this.cleanups.push(fn);
   }
 
   get disposed(): boolean {
@@ -162,6 +169,7 @@ export class EpisodeScope {
   dispose(): Promise<void> {
     this.disposing ??= (async () => {
       const failures: string[] = [];
+      for (const fn of this.cleanups.splice(0)) await Promise.resolve(fn()).catch(() => undefined);
       await Promise.all(
         [...this.containers].map((name) =>
           ignoreGone(() => this.docker.getContainer(name).remove({ force: true, v: true })).catch((err) => {
@@ -193,10 +201,16 @@ export class Reaper {
   private timer: NodeJS.Timeout | undefined;
   private sweeping: Promise<SweepResult> | undefined;
 
+  /**
+   * `ownerDocker`: the engine that runs the daemon's own container, asked whether an owner container
+   * still exists (on another engine of the pool that container is never there: without it, owner
+   * containers are not judged by their absence).
+   */
   constructor(
     private readonly docker: Docker,
     readonly session: SandboxSession,
     private readonly log: Logger = silentLogger,
+    private readonly ownerDocker: Docker | null = docker,
   ) {}
 
   /** Open a scope: the episode is live (its objects are safe from this reaper) until disposed. */
@@ -236,10 +250,12 @@ export class Reaper {
       if (id && id !== this.session.container) ids.add(id);
     }
     const gone = new Set<string>();
+    const owner = this.ownerDocker;
+    if (!owner) return gone;
     await Promise.all(
       [...ids].map(async (id) => {
         try {
-          await this.docker.getContainer(id).inspect();
+          await owner.getContainer(id).inspect();
         } catch (err) {
           if ((err as { statusCode?: number }).statusCode === 404) gone.add(id);
         }

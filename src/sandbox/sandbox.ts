@@ -7,14 +7,16 @@ import { hostname } from "node:os";
 import { InfraError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { silentLogger } from "../log.js";
-import { connectNetwork, EPISODE_DNS_UPSTREAM } from "./containers.js";
+import { connectNetwork, createContainer, EPISODE_DNS_UPSTREAM, startContainer } from "./containers.js";
 import { DNS_CVE, engineDnsVerdict } from "./dns.js";
 import { connectDocker, type Docker, engine } from "./docker.js";
+import { installEngineFirewall } from "./engine-firewall.js";
 import { EngineWatch } from "./engine-watch.js";
 import { installFirewall, METER_EPISODE_PORT } from "./firewall.js";
 import { containerIdFromMountinfo, LABEL, newSession, type SandboxSession, uniqueName } from "./labels.js";
 import { type EpisodeNetwork, NetworkPool } from "./networks.js";
 import { type EpisodeScope, Reaper } from "./reaper.js";
+import { attachRelay } from "./relay.js";
 import { cidrSize, intToIp, parseCidr } from "./subnet.js";
 
 /**
@@ -56,7 +58,36 @@ export interface SandboxOptions {
   /** Periodic sweep of leftovers (ms); 0 disables the timer (a start-up sweep always runs). */
   reapIntervalMs?: number;
   log?: Logger;
+  /**
+   * An engine other than the daemon's own (the pool's remote engines): the meter is reached through
+   * a relay container of `relayImage` on each episode's meter network (src/sandbox/relay.ts), and
+   * the episode firewall is installed on the engine's host through its API ("iptables" then means
+   * that; "off" skips it). The image must be on the engine.
+   */
+  remote?: { relayImage: string };
+  /** The engine running the daemon's own container, for the reaper (default: this engine; null: none). */
+  ownerDocker?: Docker | null;
 }
+
+/** Loopback addresses taken by remote episodes' meter listeners in this process. */
+const loopbackInUse = new Set<string>();
+
+/**
+ * A loopback address of this host for one remote episode's meter listener (127.214.0.0/16: Linux
+ * routes all of 127/8 to lo). The relay's link dials it; nothing outside this host can.
+ */
+export function allocateLoopback(): string {
+  for (let i = 0; i < 1000; i++) {
+    const a = `127.214.${Math.floor(Math.random() * 256)}.${1 + Math.floor(Math.random() * 254)}`;
+    if (!loopbackInUse.has(a)) {
+      loopbackInUse.add(a);
+      return a;
+    }
+  }
+  throw new InfraError("loopback_exhausted", "no free loopback address for a meter listener");
+}
+
+const RELAY_LIMITS = { cpus: 0.5, memoryBytes: 256 * 1024 * 1024, pidsLimit: 64 };
 
 export interface EpisodeTopology {
   agentNet: EpisodeNetwork;
@@ -66,6 +97,11 @@ export interface EpisodeTopology {
   meterPort: number;
   /** ExtraHosts entries for the sidecar (host mode: meter → the meter network's gateway). */
   sidecarExtraHosts: string[];
+  /**
+   * Where this process reaches `ip:port` of the meter network (the sidecar's health), when not
+   * directly: on a remote engine, a loopback listener the relay carries. Absent: directly.
+   */
+  reach?: (ip: string, port: number) => Promise<{ host: string; port: number }>;
 }
 
 export class Sandbox {
@@ -85,28 +121,61 @@ export class Sandbox {
     this.session = newSession();
     this.poolCidr = opts.poolCidr ?? "10.213.0.0/16";
     this.networks = new NetworkPool(docker, { poolCidr: this.poolCidr, log: this.log });
-    this.reaper = new Reaper(docker, this.session, this.log);
+    this.reaper = new Reaper(
+      docker,
+      this.session,
+      this.log,
+      opts.ownerDocker === undefined ? docker : opts.ownerDocker,
+    );
     this.engineWatch = new EngineWatch(docker, this.log, `${LABEL.session}=${this.session.id}`);
   }
 
   /** Connect, install the firewall, sweep leftovers of dead processes, start the periodic reaper. */
   static async open(opts: SandboxOptions = {}): Promise<Sandbox> {
-    const docker = opts.docker ?? connectDocker(opts.socketPath);
-    await engine("docker_unavailable", "no Docker engine answers", () => docker.ping());
-    const sb = new Sandbox(docker, opts);
-    await sb.warnOnDnsLeak();
-    if ((opts.firewall ?? "iptables") === "iptables") {
-      await installFirewall({ poolCidr: sb.poolCidr, meterPort: METER_EPISODE_PORT, log: sb.log });
-    } else {
-      sb.log.info("firewall.off");
-    }
-    const swept = await sb.reaper.sweep();
-    if (swept.containers.length || swept.networks.length)
-      sb.log.info({ containers: swept.containers.length, networks: swept.networks.length }, "reaper.startup");
-    const every = opts.reapIntervalMs ?? 60_000;
-    if (every > 0) sb.reaper.start(every);
-    await sb.engineWatch.start();
+    const sb = Sandbox.create(opts);
+    await sb.start();
     return sb;
+  }
+
+  /** The object alone, no I/O (the pool opens engines that may not answer yet, and keeps their session). */
+  static create(opts: SandboxOptions = {}): Sandbox {
+    const docker = opts.docker ?? connectDocker(opts.socketPath);
+    return new Sandbox(docker, opts);
+  }
+
+  private started = false;
+
+  /**
+   * The engine answers, the firewall is in place, leftovers are swept; then the periodic reaper and
+   * the engine watch run. Again after an outage (the pool's probe): the same session, so what this
+   * process left there during the outage is its own and goes at this sweep.
+   */
+  async start(): Promise<void> {
+    await engine("docker_unavailable", "no Docker engine answers", () => this.docker.ping());
+    if (!this.started) await this.warnOnDnsLeak();
+    const opts = this.opts;
+    if ((opts.firewall ?? "iptables") === "iptables") {
+      if (opts.remote)
+        await installEngineFirewall(this.docker, {
+          image: opts.remote.relayImage,
+          session: this.session,
+          log: this.log,
+        });
+      else await installFirewall({ poolCidr: this.poolCidr, meterPort: METER_EPISODE_PORT, log: this.log });
+    } else if (!this.started) {
+      this.log.info("firewall.off");
+    }
+    const swept = await this.reaper.sweep();
+    if (swept.containers.length || swept.networks.length)
+      this.log.info(
+        { containers: swept.containers.length, networks: swept.networks.length },
+        "reaper.startup",
+      );
+    if (this.started) return;
+    this.started = true;
+    const every = opts.reapIntervalMs ?? 60_000;
+    if (every > 0) this.reaper.start(every);
+    await this.engineWatch.start();
   }
 
   /** Engines known to leak DNS from internal networks are named; episodes get --dns 127.0.0.1 anyway. */
@@ -144,6 +213,7 @@ export class Sandbox {
       this.networks.create("agent", agentName, scope.labels("net-agent")),
       this.networks.create("meter", meterName, scope.labels("net-meter")),
     ]);
+    if (this.opts.remote) return this.relayTopology(scope, base, agentNet, meterNet);
     if (!this.opts.daemonInContainer) {
       return {
         agentNet,
@@ -168,10 +238,103 @@ export class Sandbox {
     return { agentNet, meterNet, meterBindHost: ip, meterPort: METER_EPISODE_PORT, sidecarExtraHosts: [] };
   }
 
+  /**
+   * A remote engine's topology: the relay container joins the meter network as `meter` (the last
+   * host address, as the daemon's own container does in container mode) and carries the sidecar's
+   * connections to a loopback address of this host, where the episode's meter listener binds.
+   */
+  private async relayTopology(
+    scope: EpisodeScope,
+    base: string,
+    agentNet: EpisodeNetwork,
+    meterNet: EpisodeNetwork,
+  ): Promise<EpisodeTopology> {
+    const bindHost = allocateLoopback();
+    scope.onDispose(() => {
+      loopbackInUse.delete(bindHost);
+    });
+    const name = `${base}-relay`;
+    scope.trackContainer(name);
+    const c = await createContainer(this.docker, {
+      name,
+      image: this.opts.remote!.relayImage,
+      cmd: ["node", "/opt/trajrl/relay.cjs"],
+      env: { RELAY_PORT: String(METER_EPISODE_PORT) },
+      user: "65534:65534",
+      labels: scope.labels("relay"),
+      limits: RELAY_LIMITS,
+      network: {
+        kind: "network",
+        name: meterNet.name,
+        aliases: ["meter"],
+        ipv4: daemonAddressOn(meterNet.subnet),
+      },
+      readOnlyRoot: true,
+      dropAllCaps: true,
+      stdin: true,
+      logDriver: "none",
+    });
+    const link = await attachRelay(
+      c,
+      { host: bindHost, port: METER_EPISODE_PORT },
+      this.log.child({ relay: name }),
+      30_000,
+      // The meter is gone from this episode (its relay or the link to it ended): stop its sidecar
+      // from outside, which the episode counts as infra (`sidecar_killed`), never as the policy's fault.
+      () => void this.killSidecars(scope),
+    );
+    scope.onDispose(() => link.close());
+    await startContainer(c);
+    try {
+      await link.ready;
+    } catch (err) {
+      throw new InfraError(
+        "relay_not_ready",
+        `${(err as Error).message}: ${link.stderrTail().trim().slice(-300)}`,
+        {
+          cause: err,
+        },
+      );
+    }
+    return {
+      agentNet,
+      meterNet,
+      meterBindHost: bindHost,
+      meterPort: METER_EPISODE_PORT,
+      sidecarExtraHosts: [],
+      reach: (ip, port) => link.forward(ip, port),
+    };
+  }
+
+  private async killSidecars(scope: EpisodeScope): Promise<void> {
+    if (scope.disposed) return;
+    try {
+      const list = await this.docker.listContainers({
+        filters: { label: [`${LABEL.episode}=${scope.episodeId}`, `${LABEL.role}=sidecar`] },
+      });
+      await Promise.all(
+        list.map((s) =>
+          this.docker
+            .getContainer(s.Id)
+            .kill({ signal: "SIGKILL" })
+            .catch(() => undefined),
+        ),
+      );
+      this.log.warn({ episode: scope.episodeId, sidecars: list.length }, "relay.lost_sidecar_stopped");
+    } catch (err) {
+      // The engine itself is away: the pool's loss handling stops the episode.
+      this.log.warn({ episode: scope.episodeId, err: (err as Error).message }, "relay.lost");
+    }
+  }
+
   /** Stop the periodic reaper and remove everything live episodes made (shutdown path). */
   async close(): Promise<void> {
     this.engineWatch.stop();
     this.reaper.stop();
     await this.reaper.disposeAll();
+    // What a scope could not remove (an engine that was away meanwhile) goes now, while it answers.
+    await this.reaper
+      .sweep()
+      .catch((err) => this.log.warn({ err: (err as Error).message }, "reaper.final_sweep_failed"));
   }
 }

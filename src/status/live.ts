@@ -85,11 +85,39 @@ export interface EpisodeEndEvent {
 export interface ImageProgressView {
   image: string;
   ref: string;
-  phase: "pulling" | "building" | "ready" | "cached" | "fallback";
+  phase: "pulling" | "building" | "copying" | "ready" | "cached" | "fallback";
+  /** The pool's engine it is placed on (absent: the engine that builds and pulls). */
+  engine?: string;
   bytes?: number;
   totalBytes?: number;
   note?: string;
   at: number;
+}
+
+/** One engine of the pool as the status page and /metrics show it (src/pool keeps it up to date). */
+export interface EngineView {
+  name: string;
+  /** The engine's URL without credentials. */
+  url: string;
+  /** The first engine builds and pulls the images and runs the bench's probes. */
+  primary: boolean;
+  /** ready: takes episodes; down: failed its checks or went away (probed back in); starting: being checked. */
+  state: "starting" | "ready" | "down";
+  /** `engines drain NAME`: no new episodes; running ones finish. */
+  draining: boolean;
+  /** Episodes at once; null: the evaluation's concurrency (the default single engine). */
+  slots: number | null;
+  running: number;
+  /** Episodes that ended on this engine since start, by how. */
+  episodes: { scored: number; failed: number };
+  /** Failures since start, by code: checks that failed, losses (`engine_lost`), infra failures of its episodes. */
+  failures: Record<string, number>;
+  /** Images of the current evaluation on this engine, and what was copied or pulled to get them. */
+  images: { present: number; wanted: number; copies: number; copiedBytes: number; pulls: number };
+  version: string | null;
+  lastError: { code: string; message: string; at: number } | null;
+  /** When the engine entered its state (unix ms). */
+  since: number;
 }
 
 export interface LiveStatusEvents {
@@ -98,6 +126,7 @@ export interface LiveStatusEvents {
   epoch: [EpochView | null];
   evaluation: [EvaluationView | null];
   image: [ImageProgressView];
+  engines: [EngineView[]];
   progress: [EvaluationEvent];
   meterCall: [MeterCallEvent];
   weights: [WeightsEvent];
@@ -111,6 +140,8 @@ export class LiveStatus extends EventEmitter<LiveStatusEvents> {
   epoch: EpochView | null = null;
   evaluation: EvaluationView | null = null;
   private readonly images = new Map<string, ImageProgressView>();
+  /** The engine pool, as its last update gave it (empty until an environment opened one). */
+  engines: EngineView[] = [];
   lastWeights: WeightsEvent | null = null;
 
   constructor(private readonly now: () => number = Date.now) {
@@ -192,8 +223,14 @@ export class LiveStatus extends EventEmitter<LiveStatusEvents> {
   /** Image builds and pulls while an evaluation's bench is prepared (kept until the evaluation ends). */
   benchProgress(p: Omit<ImageProgressView, "at">): void {
     const v: ImageProgressView = { ...p, at: this.now() };
-    this.images.set(p.image, v);
+    this.images.set(p.engine ? `${p.engine}/${p.image}` : p.image, v);
     this.emit("image", v);
+  }
+
+  /** The pool's engines changed (state, slots in use, counters). */
+  setEngines(views: EngineView[]): void {
+    this.engines = views;
+    this.emit("engines", views);
   }
 
   endEvaluation(): void {
@@ -223,6 +260,7 @@ export class LiveStatus extends EventEmitter<LiveStatusEvents> {
     epoch: EpochView | null;
     evaluation: EvaluationView | null;
     images: ImageProgressView[];
+    engines: EngineView[];
     lastWeights: WeightsEvent | null;
   } {
     return {
@@ -233,6 +271,7 @@ export class LiveStatus extends EventEmitter<LiveStatusEvents> {
       epoch: this.epoch,
       evaluation: this.evaluation,
       images: [...this.images.values()],
+      engines: this.engines,
       lastWeights: this.lastWeights,
     };
   }

@@ -182,7 +182,7 @@ function renderImages(s: StatusSnapshot): Raw {
   const mb = (b: number | undefined) => (b === undefined ? "" : `${(b / 1e6).toFixed(1)} MB`);
   const rows = s.images.map(
     (i) =>
-      h`<tr><td>${i.image}</td><td class="mono">${i.ref}</td><td>${i.phase}</td><td class="num">${i.totalBytes ? `${mb(i.bytes)} / ${mb(i.totalBytes)}` : ""}</td><td class="muted">${i.note ?? ""}</td></tr>`,
+      h`<tr><td>${i.engine ? `${i.engine}: ` : ""}${i.image}</td><td class="mono">${i.ref}</td><td>${i.phase}</td><td class="num">${i.totalBytes ? `${mb(i.bytes)} / ${mb(i.totalBytes)}` : ""}</td><td class="muted">${i.note ?? ""}</td></tr>`,
   );
   return h`<table class="progress" id="images"><thead><tr><th>image</th><th>reference</th><th>phase</th><th class="num">pulled</th><th></th></tr></thead><tbody>${rows}</tbody></table>`;
 }
@@ -297,6 +297,30 @@ function renderVerdicts(s: StatusSnapshot, colors: Map<string, string>): Raw {
   return card("Recent verdicts", h`${verdictChart(s.verdicts, colors)}${table}`, "verdicts wide");
 }
 
+/** The engine pool: one row per engine (shown once a pool has more than the default engine, or trouble). */
+function renderEngines(s: StatusSnapshot): Raw {
+  const engines = s.engines ?? [];
+  const plain =
+    engines.length === 1 &&
+    engines[0]!.slots === null &&
+    engines[0]!.state === "ready" &&
+    !engines[0]!.draining;
+  if (engines.length === 0 || plain) return h``;
+  const mb = (b: number) => `${(b / 1e6).toFixed(0)} MB`;
+  const rows = engines.map((e) => {
+    const dot = e.state === "ready" ? (e.draining ? "warn" : "ok") : e.state === "down" ? "bad" : "warn";
+    const failures = Object.entries(e.failures)
+      .map(([code, n]) => `${code} ${n}`)
+      .join(", ");
+    return h`<tr data-engine="${e.name}"><td><span class="dot ${dot}"></span>${e.name}${e.primary ? h` <span class="muted">(builds)</span>` : ""}</td><td class="mono">${e.url}</td><td>${e.state}${e.draining ? " · draining" : ""} <span class="muted">${time(e.since, s.now)}</span></td><td class="num">${e.running} / ${e.slots ?? "–"}</td><td class="num">${e.episodes.scored} / ${e.episodes.failed}</td><td>${failures || "–"}</td><td class="num">${e.images.present}${e.images.copies ? ` · copied ${e.images.copies} (${mb(e.images.copiedBytes)})` : ""}${e.images.pulls ? ` · pulled ${e.images.pulls}` : ""}</td><td>${e.lastError ? h`<code title="${e.lastError.message}">${e.lastError.code}</code> ${time(e.lastError.at, s.now)}` : "–"}</td></tr>`;
+  });
+  return card(
+    "Engines",
+    h`<table class="engines" id="engines"><thead><tr><th>engine</th><th>url</th><th>state</th><th class="num">running / slots</th><th class="num">scored / failed</th><th>failures</th><th class="num">images</th><th>last error</th></tr></thead><tbody>${rows}</tbody></table>`,
+    "engines wide",
+  );
+}
+
 function renderLoops(loops: LoopView[], now: number): Raw {
   if (loops.length === 0)
     return card("Loops", h`<p class="muted">No loops registered (not the daemon, or starting).</p>`, "loops");
@@ -357,6 +381,7 @@ export function renderMain(s: StatusSnapshot): string {
   return h`${renderAlarms(s.alarms, s.now)}
 <div class="grid three">${renderEpoch(s)}${renderWinner(s)}${renderWeights(s)}</div>
 ${renderEvaluation(s.evaluation, s)}
+${renderEngines(s)}
 ${renderVerdicts(s, colors)}
 <div class="grid three lower">${renderLoops(s.loops, s.now)}${renderMeter(s, colors)}${renderOutbox(s)}</div>`
     .html;

@@ -140,6 +140,66 @@ export class ValidatorMetrics {
         labelNames: ["state"] as const,
         registers,
       }),
+      engineUp: new Gauge({
+        name: "trajrl_engine_up",
+        help: "1 while an engine of the pool takes episodes (ready), 0 while it is out of placement (down, being checked).",
+        labelNames: ["engine"] as const,
+        registers,
+      }),
+      engineDraining: new Gauge({
+        name: "trajrl_engine_draining",
+        help: "1 while an engine is drained (`engines drain NAME`): no new episodes, running ones finish.",
+        labelNames: ["engine"] as const,
+        registers,
+      }),
+      engineSlots: new Gauge({
+        name: "trajrl_engine_slots",
+        help: "Episode slots of an engine (absent: bounded by the evaluation's concurrency).",
+        labelNames: ["engine"] as const,
+        registers,
+      }),
+      engineRunning: new Gauge({
+        name: "trajrl_engine_running_episodes",
+        help: "Episodes running on an engine now.",
+        labelNames: ["engine"] as const,
+        registers,
+      }),
+      engineEpisodes: new Counter({
+        name: "trajrl_engine_episodes_total",
+        help: "Episodes that ended on an engine since start, by outcome (scored, failed).",
+        labelNames: ["engine", "outcome"] as const,
+        registers,
+      }),
+      engineFailures: new Counter({
+        name: "trajrl_engine_failures_total",
+        help: "Failures of an engine since start, by code: failed checks, losses (engine_lost), infra failures of its episodes.",
+        labelNames: ["engine", "code"] as const,
+        registers,
+      }),
+      engineImages: new Gauge({
+        name: "trajrl_engine_images",
+        help: "The evaluations' images verified present on an engine (its image cache).",
+        labelNames: ["engine"] as const,
+        registers,
+      }),
+      engineImageCopies: new Counter({
+        name: "trajrl_engine_image_copies_total",
+        help: "Images copied to an engine from the first engine since start.",
+        labelNames: ["engine"] as const,
+        registers,
+      }),
+      engineImageBytes: new Counter({
+        name: "trajrl_engine_image_copied_bytes_total",
+        help: "Bytes of images copied to an engine since start.",
+        labelNames: ["engine"] as const,
+        registers,
+      }),
+      engineImagePulls: new Counter({
+        name: "trajrl_engine_image_pulls_total",
+        help: "Registry images an engine pulled by digest itself since start.",
+        labelNames: ["engine"] as const,
+        registers,
+      }),
       winnerAge: new Gauge({
         name: "trajrl_winner_cache_age_seconds",
         help: "Age of the cached winner (the seat weights are set for); absent when nothing is cached.",
@@ -214,6 +274,34 @@ export class ValidatorMetrics {
       m.health.set({ check: "upstreams" }, s.health.checks.upstreams.ok ? 1 : 0);
     }
     m.ready.set(s.health?.ready ? 1 : 0);
+
+    for (const g of [
+      m.engineUp,
+      m.engineDraining,
+      m.engineSlots,
+      m.engineRunning,
+      m.engineEpisodes,
+      m.engineFailures,
+      m.engineImages,
+      m.engineImageCopies,
+      m.engineImageBytes,
+      m.engineImagePulls,
+    ])
+      g.reset();
+    for (const e of s.engines ?? []) {
+      const engine = e.name;
+      m.engineUp.set({ engine }, e.state === "ready" ? 1 : 0);
+      m.engineDraining.set({ engine }, e.draining ? 1 : 0);
+      if (e.slots !== null) m.engineSlots.set({ engine }, e.slots);
+      m.engineRunning.set({ engine }, e.running);
+      m.engineEpisodes.inc({ engine, outcome: "scored" }, e.episodes.scored);
+      m.engineEpisodes.inc({ engine, outcome: "failed" }, e.episodes.failed);
+      for (const [code, n] of Object.entries(e.failures)) m.engineFailures.inc({ engine, code }, n);
+      m.engineImages.set({ engine }, e.images.present);
+      m.engineImageCopies.inc({ engine }, e.images.copies);
+      m.engineImageBytes.inc({ engine }, e.images.copiedBytes);
+      m.engineImagePulls.inc({ engine }, e.images.pulls);
+    }
 
     m.outbox.reset();
     for (const [state, n] of Object.entries(s.outbox.counts)) m.outbox.set({ state }, n);

@@ -9,6 +9,7 @@ import type { Config } from "../config.js";
 import { safeUrl } from "../log.js";
 import type {
   Alarm,
+  EngineView,
   EpochView,
   EvaluationView,
   ImageProgressView,
@@ -139,6 +140,8 @@ export interface StatusSnapshot {
   evaluation: RunningEvaluation | null;
   /** Images being built or pulled for the evaluation starting or running (the bench's progress). */
   images: ImageProgressView[];
+  /** The engines episodes run on (the pool): state, slots, running episodes, failures, image cache. */
+  engines: EngineView[];
   verdicts: VerdictSummary[];
   winner: WinnerView | null;
   weights: { last: WeightAttemptView | null; recent: WeightAttemptView[]; live: WeightsEvent | null };
@@ -446,6 +449,7 @@ export class StatusReader {
       epoch: liveSnap?.epoch ?? null,
       evaluation: runningEvaluation(liveSnap?.evaluation ?? null, now, src.progressSeenAt),
       images: liveSnap?.images ?? [],
+      engines: liveSnap?.engines ?? [],
       verdicts: this.recentEvaluations(src.verdictLimit ?? 12),
       winner,
       weights: { last: lastWeights, recent: recentWeights, live: liveSnap?.lastWeights ?? null },

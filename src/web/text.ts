@@ -1,5 +1,6 @@
 /** The status summary for a terminal (`trajrl-validator status`): the page's content as plain text. Pure. */
 import { specLabel } from "../scenarios/index.js";
+import type { EngineView } from "../status/index.js";
 import { ago, duration, score, shortHash, shortKey, usd, weightShares } from "./format.js";
 import type { StatusSnapshot } from "./snapshot.js";
 
@@ -17,6 +18,26 @@ function bar(spent: number, cap: number, width = 10): string {
   const frac = cap > 0 ? Math.max(0, Math.min(1, spent / cap)) : 0;
   const n = Math.round(frac * width);
   return `[${"#".repeat(n)}${".".repeat(width - n)}]`;
+}
+
+/** The pool's engines as table lines (`status`, `engines`). */
+export function engineTable(engines: readonly EngineView[], now: number): string[] {
+  return table(
+    ["engine", "url", "state", "running", "scored/failed", "failures", "images", "last error"],
+    engines.map((e) => [
+      `${e.name}${e.primary ? " (builds)" : ""}`,
+      e.url,
+      `${e.state}${e.draining ? " · draining" : ""} (${ago(e.since, now)})`,
+      `${e.running}/${e.slots ?? "–"}`,
+      `${e.episodes.scored}/${e.episodes.failed}`,
+      Object.entries(e.failures)
+        .map(([code, n]) => `${code} ${n}`)
+        .join(", ") || "–",
+      `${e.images.present}${e.images.copies ? ` (copied ${e.images.copies})` : ""}`,
+      e.lastError ? `${e.lastError.code}: ${e.lastError.message.slice(0, 80)}` : "–",
+    ]),
+    new Set([3, 4, 6]),
+  );
 }
 
 export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): string {
@@ -97,6 +118,12 @@ export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): str
       ),
     );
   } else out.push(`RUNNING      ${s.source === "database" ? "unknown (needs the daemon)" : "idle"}`);
+
+  const engines = s.engines ?? [];
+  if (engines.length > 1 || engines.some((x) => x.state !== "ready" || x.draining || x.slots !== null)) {
+    out.push("", "ENGINES");
+    out.push(...engineTable(engines, s.now));
+  }
 
   out.push("", "RECENT VERDICTS");
   if (s.verdicts.length === 0) out.push("  none yet");
