@@ -87,6 +87,31 @@ const statusShape = z
         at: z.number(),
       }),
     ),
+    engines: z.array(
+      z
+        .object({
+          name: z.string(),
+          url: z.string(),
+          primary: z.boolean(),
+          state: z.enum(["starting", "ready", "down"]),
+          draining: z.boolean(),
+          slots: z.number().nullable(),
+          running: z.number(),
+          episodes: z.object({ scored: z.number(), failed: z.number() }),
+          failures: z.record(z.string(), z.number()),
+          images: z.object({
+            present: z.number(),
+            wanted: z.number(),
+            copies: z.number(),
+            copiedBytes: z.number(),
+            pulls: z.number(),
+          }),
+          version: z.string().nullable(),
+          lastError: z.object({ code: z.string(), message: z.string(), at: z.number() }).nullable(),
+          since: z.number(),
+        })
+        .strict(),
+    ),
     verdicts: z.array(
       z.object({
         evaluationId: z.string(),
