@@ -51,6 +51,16 @@ function essence(v: Verdict): Verdict {
 const verdictOf = (stdout: string): Verdict =>
   essence((JSON.parse(stdout.slice(stdout.indexOf("[\n"))) as Array<{ verdict: Verdict }>)[0]!.verdict);
 
+/** What a run's scenarios failed with, for the message of a verdict that differs. */
+const failuresOf = (stdout: string): string =>
+  JSON.stringify(
+    (
+      JSON.parse(stdout.slice(stdout.indexOf("[\n"))) as Array<{
+        verdict: { scenarios: Array<{ scenario: string; failure?: unknown; attempts?: number }> };
+      }>
+    )[0]!.verdict.scenarios.map((x) => ({ scenario: x.scenario, attempts: x.attempts, failure: x.failure })),
+  );
+
 /** The verdict stored in SQLite. */
 const essenceOf = (json: string | null): Verdict => essence(JSON.parse(json ?? "null") as Verdict);
 
@@ -134,7 +144,9 @@ describe("kill -9 at random points of an evaluation", () => {
       }
       const resumed = await evalCli(dataDir);
       expect(resumed.code, `point ${k} (${at} ms): ${resumed.stderr}`).toBe(0);
-      expect(verdictOf(resumed.stdout), `point ${k} (${at} ms)`).toEqual(baseline);
+      expect(verdictOf(resumed.stdout), `point ${k} (${at} ms): ${failuresOf(resumed.stdout)}`).toEqual(
+        baseline,
+      );
 
       const f = facts(dataDir);
       // The verdict is produced once per evaluation: the interrupted one is resumed, never doubled.
