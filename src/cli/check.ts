@@ -260,7 +260,9 @@ async function checkLlm(ctx: Ctx): Promise<CheckResult> {
       name: "llm",
       level: "fail",
       detail: `${l.baseUrl}: ${e.cause?.code ?? e.message}`,
-      fix: "check LLM_BASE_URL in .env.validator and this host's route to it",
+      fix: l.unlocked
+        ? "check OFFLINE_LLM_BASE_URL and this host's route to it"
+        : "the endpoint is locked in code: check this host's route (DNS, proxy, firewall) to it",
     };
   }
 }

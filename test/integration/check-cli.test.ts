@@ -120,6 +120,18 @@ describe("trajrl-validator check", () => {
     expect(by.platform).toMatchObject({ level: "fail" });
     expect(by.platform!.fix).toContain("TRAJECTORYRL_API_BASE_URL");
     expect(by.llm).toMatchObject({ level: "fail", detail: `${llmUrl}: the key is refused (HTTP 401)` });
+
+    // An endpoint that does not answer: the fix names the setting in use (the offline override
+    // here; the locked endpoint has none to change).
+    const dead = await check(
+      { ...env, OFFLINE_LLM_BASE_URL: `${deadPlatform}/v1` },
+      "--only",
+      "llm",
+      "--json",
+    );
+    const llmDead = (JSON.parse(dead.stdout) as Array<{ name: string; level: string; fix?: string }>)[0]!;
+    expect(llmDead).toMatchObject({ name: "llm", level: "fail" });
+    expect(llmDead.fix).toBe("check OFFLINE_LLM_BASE_URL and this host's route to it");
   }, 120_000);
 
   it("a missing or unreadable hotkey: FAIL with the setting to change, outside a container and in one", async () => {
