@@ -12,6 +12,8 @@ import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { packHashOf, pyJsonParseBytes } from "../pack/index.js";
+// Signature verification (WASM crypto) is kept out of the platform's index on purpose: a client
+// never verifies. The platform's stand-in does, as the real server does.
 import {
   challengeScoreMessage,
   epochCurrentMessage,
@@ -19,10 +21,9 @@ import {
   logsMessage,
   scenarioProgressMessage,
   scoreBodySchema,
+  verifierReady,
+  verifyMessage,
 } from "../platform/index.js";
-// Signature verification (WASM crypto) is kept out of the platform's index on purpose: a client
-// never verifies. The platform's stand-in does, as the real server does.
-import { verifierReady, verifyMessage } from "../platform/verify.js";
 
 export type FakeRoute =
   | "winner.current"
