@@ -78,7 +78,7 @@ export function registerEngines(program: Command): void {
           return;
         }
         if (live) {
-          const { engineTable } = await import("../web/text.js");
+          const { engineTable } = await import("../web/index.js");
           for (const line of engineTable(live, Date.now())) out(line);
         } else {
           out("the daemon is not answering: configured engines and their flags");

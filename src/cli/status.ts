@@ -38,7 +38,7 @@ export function registerStatus(program: Command): void {
       }
 
       const fromDaemon = await fetchStatus(`${base}/api/status`, timeoutMs);
-      const { renderText } = await import("../web/text.js");
+      const { renderText } = await import("../web/index.js");
       if (fromDaemon.ok) {
         const s = fromDaemon.snapshot;
         if (opts.json) out(JSON.stringify(s, null, 2));
@@ -57,11 +57,11 @@ export function registerStatus(program: Command): void {
           `the daemon is not answering at ${base} (${fromDaemon.error}) and there is no database at ${config.dbPath} (DATA_DIR)`,
         );
       const { openDb } = await import("../store/index.js");
-      const { StatusReader } = await import("../web/snapshot.js");
+      const { StatusReader } = await import("../web/index.js");
       const { InfraError } = await import("../errors.js");
       const db = openDb(config.dbPath, { readonly: true });
       try {
-        let snapshot: import("../web/snapshot.js").StatusSnapshot;
+        let snapshot: import("../web/index.js").StatusSnapshot;
         try {
           snapshot = new StatusReader(db).snapshot({ config, live: null });
         } catch (err) {
@@ -84,7 +84,7 @@ export function registerStatus(program: Command): void {
 }
 
 type Fetched =
-  | { ok: true; snapshot: import("../web/snapshot.js").StatusSnapshot }
+  | { ok: true; snapshot: import("../web/index.js").StatusSnapshot }
   | { ok: false; error: string };
 
 async function fetchStatus(url: string, timeoutMs: number): Promise<Fetched> {
@@ -102,7 +102,7 @@ async function fetchStatus(url: string, timeoutMs: number): Promise<Fetched> {
       .passthrough();
     const parsed = shape.safeParse(body);
     if (!parsed.success) return { ok: false, error: "the answer is not a trajrl-validator status document" };
-    return { ok: true, snapshot: parsed.data as unknown as import("../web/snapshot.js").StatusSnapshot };
+    return { ok: true, snapshot: parsed.data as unknown as import("../web/index.js").StatusSnapshot };
   } catch (err) {
     const e = err as Error & { cause?: { code?: string } };
     const why = e.name === "TimeoutError" ? `no answer within ${timeoutMs}ms` : (e.cause?.code ?? e.message);

@@ -20,13 +20,12 @@ import { type Config, lockedEnvWarning } from "../config.js";
 import { InfraError, InputError, toValidatorError, ValidatorError } from "../errors.js";
 import { SHUTDOWN } from "../evaluation/index.js";
 import type { Logger } from "../log.js";
-import { deliverDueVerdicts, PackCache, PlatformClient } from "../platform/index.js";
+import { PackCache, PlatformClient } from "../platform/index.js";
 import { LiveStatus } from "../status/index.js";
 import {
   type Db,
   EvaluationRepo,
   LogUploadRepo,
-  MARK,
   openDb,
   PlatformMarksRepo,
   ScoredEpochRepo,
@@ -36,11 +35,14 @@ import {
 } from "../store/index.js";
 import { VERSION } from "../version.js";
 import { ALARM, EpochEvaluator, type FinishedEvaluation } from "./eval-loop.js";
-import { HealthIssue, heartbeatInfo } from "./heartbeat.js";
+import { HealthIssue } from "./heartbeat.js";
 import type { LogTap } from "./log-archive.js";
 import { archiveEvaluation, LogUploader } from "./log-uploads.js";
 import { Loop } from "./loop.js";
 import { type EvaluationEnvironment, loadPipeline, type Pipeline } from "./pipeline.js";
+import { deliverTick, heartbeatTick } from "./platform-ticks.js";
+import { maxScoreOf, specFor } from "./specs.js";
+import { assertSubnetRules, benchFor } from "./subnet-rules.js";
 import { type DaemonTiming, DEFAULT_TIMING, UPSTREAM_OWNER_UID, waitFor } from "./timing.js";
 import { WeightSetter } from "./weights-loop.js";
 import { WinnerRefresher } from "./winner-loop.js";
@@ -64,40 +66,6 @@ export interface DaemonOptions {
 }
 
 type State = "new" | "starting" | "running" | "stopping" | "stopped";
-
-/**
- * Which bench the daemon evaluates on: BENCH_SOURCE, else the subnet's benchmark on a real network
- * and the built-in suite on a local chain. The built-in suite never produces a vote on the subnet:
- * asking for it there is refused at start.
- */
-export function benchFor(c: Config): "builtin" | "registry" {
-  const bench = c.evaluation.benchSource ?? (c.chain.network === "local" ? "builtin" : "registry");
-  if (bench === "builtin" && c.chain.network !== "local")
-    throw new InputError(
-      "builtin_bench_on_subnet",
-      `BENCH_SOURCE=builtin cannot vote on ${c.chain.network}: the subnet scores packs on trajrl-bench (unset BENCH_SOURCE, or set NETWORK=local to rehearse on the built-in suite)`,
-    );
-  return bench;
-}
-
-/**
- * A vote is made under upstream's rules: the models locked in code (the offline overrides for tests
- * and local rehearsals never reach a daemon on a real network, with or without a provider key) and
- * provenance reported, not scored (the strict rule is for local evaluation).
- */
-export function assertSubnetRules(c: Config): void {
-  if (c.chain.network === "local") return;
-  if (c.llm.unlocked)
-    throw new InputError(
-      "offline_override_on_subnet",
-      `OFFLINE_LLM_BASE_URL / OFFLINE_DEFAULT_MODEL cannot be used on ${c.chain.network}: every validator runs the locked models and endpoint (unset them, or set NETWORK=local to rehearse)`,
-    );
-  if (c.evaluation.strictProvenance)
-    throw new InputError(
-      "strict_provenance_on_subnet",
-      `STRICT_PROVENANCE cannot be used on ${c.chain.network}: the subnet reports provenance and never scores it (unset it, or set NETWORK=local to rehearse)`,
-    );
-}
 
 export class Daemon {
   readonly live: LiveStatus;
@@ -233,7 +201,7 @@ export class Daemon {
         log: this.opts.log,
         now: this.now,
         stakeWeighted: c.chain.stakeWeighted,
-        maxScoreOf: (spec) => this.maxScoreOf(spec),
+        maxScoreOf: (spec) => maxScoreOf(c, this.opts.scenarios, spec),
       });
       const up = UPSTREAM_OWNER_UID;
       const weights = new WeightSetter({
@@ -297,7 +265,15 @@ export class Daemon {
       const heartbeatLoop = this.loop({
         name: "heartbeat",
         intervalMs: c.platform.heartbeatIntervalMs,
-        tick: (s) => this.heartbeat(s, platform, marks),
+        tick: (s) =>
+          heartbeatTick(s, {
+            platform,
+            marks,
+            config: c,
+            health: this.health,
+            uploader: this.uploader,
+            now: this.now,
+          }),
       });
       this.loops = [winnerLoop, weightsLoop, heartbeatLoop];
 
@@ -317,7 +293,7 @@ export class Daemon {
           marks,
           packCache: PackCache.forDataDir(c.dataDir),
           ...(this.opts.scenarios ? { scenarios: this.opts.scenarios } : {}),
-          specFor: (n) => this.specFor(n),
+          specFor: (n) => specFor(c, this.log, n),
           onVerdictQueued: () => this.outboxLoop?.wake(),
           health: this.health,
           onEvaluationFinished: (f) => this.archiveInBackground(f),
@@ -333,7 +309,17 @@ export class Daemon {
         this.outboxLoop = this.loop({
           name: "outbox",
           intervalMs: this.timing.outboxPollMs,
-          tick: (s) => this.deliver(s, outbox, platform, marks),
+          tick: (s) =>
+            deliverTick(s, {
+              outbox,
+              platform,
+              marks,
+              log: this.opts.log,
+              live: this.live,
+              health: this.health,
+              timing: this.timing,
+              now: this.now,
+            }),
         });
         this.loops.push(this.evalLoop, this.outboxLoop);
       }
@@ -417,91 +403,6 @@ export class Daemon {
 
   private loop(spec: ConstructorParameters<typeof Loop>[0]): Loop {
     return new Loop(spec, this.live, this.opts.log);
-  }
-
-  // -------------------------------------------------------------------------------------------
-
-  /** Send due verdicts one at a time; the POST in flight is never aborted (stop waits for it). */
-  private async deliver(
-    signal: AbortSignal,
-    outbox: VerdictOutboxRepo,
-    platform: PlatformClient,
-    marks: PlatformMarksRepo,
-  ): Promise<number> {
-    for (let sent = 0; sent < 64 && !signal.aborted; sent++) {
-      const r = await deliverDueVerdicts(
-        { outbox, client: platform, log: this.opts.log, policy: this.timing.outboxBackoff, now: this.now },
-        { limit: 1 },
-      );
-      if (r.rejected > 0)
-        this.live.raise(
-          ALARM.verdictRejected,
-          "the platform refused a verdict for good (see outbox.abandoned)",
-          "error",
-        );
-      if (r.delivered + r.duplicate > 0) this.live.clear(ALARM.verdictRejected);
-      // A score the platform accepted: upstream's `last_eval_at`, and it clears the health issue.
-      if (r.delivered > 0) {
-        marks.set(MARK.lastEvalAt, this.now());
-        this.health.clear();
-      }
-      if (r.attempted === 0 && r.expired === 0) break;
-    }
-    return this.timing.outboxPollMs;
-  }
-
-  private async heartbeat(
-    signal: AbortSignal,
-    platform: PlatformClient,
-    marks: PlatformMarksRepo,
-  ): Promise<undefined> {
-    const info = heartbeatInfo({
-      evaluating: this.config.evaluation.enabled,
-      marks,
-      llm: this.config.llm,
-      healthIssue: this.health.value,
-    });
-    const r = await platform.postHeartbeat(info, { signal });
-    // Uploads that did not go through earlier (platform down) get another chance on this cadence.
-    if (this.uploader && !signal.aborted) await this.uploader.replay(signal).catch(() => undefined);
-    if (r.ok) {
-      marks.set(MARK.heartbeatSent, this.now());
-      return undefined;
-    }
-    marks.set(MARK.heartbeatFailed, this.now(), r.code);
-    if (r.code === "aborted") return undefined;
-    throw new InfraError(r.code, `heartbeat not accepted: ${r.message}`, { retryable: r.retryable });
-  }
-
-  /** A spec's maximum score (Σ of per-scenario scores in [0, 1]: its scenario count), for the seat check. */
-  private async maxScoreOf(spec: number): Promise<number | undefined> {
-    if (benchFor(this.config) === "registry") {
-      const { loadSubnetSpecs } = await import("../bench/index.js");
-      return (await loadSubnetSpecs(this.config.evaluation.subnetSpecsFile)).specs.get(spec)?.scenarios
-        .length;
-    }
-    // The built-in suite (NETWORK=local) runs its set whatever spec the platform names: the set's size.
-    if (this.opts.scenarios) return this.opts.scenarios.length;
-    const { loadCatalogue, resolveSuite } = await import("../scenarios/index.js");
-    const catalogue = await loadCatalogue(this.config.evaluation.scenariosDir);
-    return resolveSuite(catalogue, this.config.evaluation.suite).scenarios.length;
-  }
-
-  /** The spec a verdict made without the pipeline reports: the epoch's if this build knows it, else the default. */
-  private async specFor(requested: number | null): Promise<number> {
-    const want = requested ?? this.config.evaluation.specNumber;
-    try {
-      if (benchFor(this.config) === "registry") {
-        const { loadSubnetSpecs, resolveSubnetSpec } = await import("../bench/index.js");
-        return resolveSubnetSpec(await loadSubnetSpecs(this.config.evaluation.subnetSpecsFile), want).spec;
-      }
-      // The built-in suite never claims a subnet spec.
-      const { BUILTIN_SPEC } = await import("../scenarios/index.js");
-      return BUILTIN_SPEC;
-    } catch (err) {
-      this.log.warn({ err: (err as Error).message }, "daemon.spec_unresolved");
-      return want ?? 0;
-    }
   }
 
   /** Archive the evaluation's artifacts and log lines, record it, upload it; in the background. */

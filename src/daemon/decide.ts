@@ -3,7 +3,7 @@
  * start gate), scenario progress events, the verdict for a pack that could not be fetched, and
  * the log upload's eval id. No I/O, no clock. The winner cross-checks are in winner-check.ts.
  */
-import type { EpisodePhase, EvaluationEvent } from "../evaluation/types.js";
+import type { EpisodePhase, EvaluationEvent } from "../evaluation/index.js";
 import {
   assessEpoch,
   type EpochCurrent,

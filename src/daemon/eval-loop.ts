@@ -6,7 +6,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Config } from "../config.js";
 import { isAbortError, toValidatorError, ValidatorError } from "../errors.js";
-import type { Verdict } from "../evaluation/types.js";
+import type { Verdict } from "../evaluation/index.js";
 import type { Logger } from "../log.js";
 import {
   type EpochCurrent,

@@ -2,7 +2,7 @@
  * The daemon's public face: `Daemon` (start/stop), the log tap for per-evaluation archives, and the
  * pure decisions of its loops (exported for tests and the status page). See ./README.md.
  */
-export { assertSubnetRules, Daemon, type DaemonOptions } from "./daemon.js";
+export { Daemon, type DaemonOptions } from "./daemon.js";
 export {
   discardRetryDelayMs,
   type EpochFacts,
@@ -38,6 +38,7 @@ export {
   type PackEvaluationRequest,
   type Pipeline,
 } from "./pipeline.js";
+export { assertSubnetRules, benchFor } from "./subnet-rules.js";
 export { type DaemonTiming, DEFAULT_TIMING, UPSTREAM_OWNER_UID } from "./timing.js";
 export {
   BLOCK_TIME_MS,

@@ -6,7 +6,7 @@
  * sent them, before any repair) and matched against the episode's receipts as a multiset. An
  * answer that matches no receipt was made up or edited by the policy. Pure.
  */
-import { fingerprint } from "../meter/fingerprint.js";
+import { fingerprint } from "../meter/index.js";
 
 export interface AnswerProvenance {
   /** Agent turns that carried an answer (text or tool calls). */

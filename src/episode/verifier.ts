@@ -21,20 +21,21 @@ import {
   attachStdin,
   type ContainerSpec,
   createContainer,
+  type Docker,
+  type EpisodeScope,
   getPath,
   inspectContainer,
   putFiles,
   readLogs,
   removeContainer,
   SCENARIO_LIMITS,
+  safeName,
   startContainer,
   stopContainer,
+  type TarEntry,
+  uniqueName,
   waitExit,
-} from "../sandbox/containers.js";
-import type { Docker } from "../sandbox/docker.js";
-import { safeName, uniqueName } from "../sandbox/labels.js";
-import type { EpisodeScope } from "../sandbox/reaper.js";
-import type { TarEntry } from "../sandbox/tar.js";
+} from "../sandbox/index.js";
 import type { CtrfReport } from "./ctrf.js";
 import { deadline } from "./deadline.js";
 import { judgeReport, newReportKey, type ReportContract } from "./report.js";

@@ -8,50 +8,32 @@
  * them in new blocks with real events. It can drop every websocket on demand, and it records every
  * extrinsic it received with its verification result.
  *
+ * Here: the WebSocket server, blocks, the pool and the JSON-RPC methods; the subnet state and
+ * subtensor's semantics are chain-state.ts, admission and inclusion chain-extrinsics.ts, the
+ * state-free RPC surface chain-rpc.ts, the runtime (metadata, SCALE) subtensor-runtime.ts.
+ *
  * Loopback unless told otherwise (`trajrl-validator localnet` in a container listens on its network).
  * Blocks are produced when a transaction arrives (after `inclusionDelayMs`), on
  * `produceBlock()`/`advance()`, or every `blockIntervalMs` when set.
  */
 import { randomBytes } from "node:crypto";
 import type { AddressInfo } from "node:net";
-import { compactToU8a, u8aConcat, u8aToHex } from "@polkadot/util";
+import { u8aConcat, u8aToHex } from "@polkadot/util";
 import { blake2AsHex, decodeAddress, encodeAddress } from "@polkadot/util-crypto";
 import { type WebSocket, WebSocketServer } from "ws";
 import {
-  type ChainContext,
-  FakeRuntime,
-  type FixtureName,
-  loadFixture,
-  type ParsedExtrinsic,
-  parseAndVerify,
-} from "./subtensor-runtime.js";
+  admitExtrinsic,
+  includeExtrinsics,
+  type PoolTx,
+  type ReceivedExtrinsic,
+} from "./chain-extrinsics.js";
+import { NOTIFY, RpcError, runtimeVersionOf, SUPPORTED, type Sub, stateCall } from "./chain-rpc.js";
+import { ChainState, type FakeSubnetSpec, type SubnetState } from "./chain-state.js";
+import { type ChainContext, FakeRuntime, type FixtureName, loadFixture } from "./subtensor-runtime.js";
 
+export type { ReceivedExtrinsic } from "./chain-extrinsics.js";
+export type { FakeNeuronSpec, FakeSubnetSpec } from "./chain-state.js";
 export type { FixtureName } from "./subtensor-runtime.js";
-
-export interface FakeNeuronSpec {
-  hotkey: string;
-  coldkey?: string;
-  stakeRao?: bigint;
-  validatorPermit?: boolean;
-  lastUpdate?: number;
-}
-
-export interface FakeSubnetSpec {
-  netuid: number;
-  neurons: FakeNeuronSpec[];
-  ownerColdkey: string;
-  /** Only stored where the runtime has SubnetOwnerHotkey (spec 224); spec 219 resolves via Owner. */
-  ownerHotkey?: string;
-  tempo?: number;
-  weightsSetRateLimit?: number;
-  weightsVersionKey?: number;
-  commitRevealEnabled?: boolean;
-  minAllowedWeights?: number;
-  maxWeightsLimit?: number;
-  revealPeriodEpochs?: number;
-  /** Stored weight rows (`SubtensorModule.Weights`) by setter uid: (destination uid, u16 value). */
-  weights?: Record<number, Array<[number, number]>>;
-}
 
 export interface FakeNodeOptions {
   /** Where to listen: loopback and any free port unless told (localnet in a container: 0.0.0.0). */
@@ -62,46 +44,6 @@ export interface FakeNodeOptions {
   startBlock?: number;
   inclusionDelayMs?: number;
   blockIntervalMs?: number;
-}
-
-export interface ReceivedExtrinsic {
-  receivedAt: number;
-  hash: string;
-  hex: string;
-  signer: string | undefined;
-  nonce: number | undefined;
-  call: { section: string; method: string; args: Record<string, unknown> } | undefined;
-  signatureValid: boolean;
-  verifyError: string | undefined;
-  /** "accepted" or the pool rejection ("1010: Invalid Transaction: …"). */
-  pool: string;
-  /** After inclusion: "success" or the dispatch error's name. */
-  outcome: string | undefined;
-  blockNumber: number | undefined;
-}
-
-interface NeuronState {
-  hotkey: string;
-  coldkey: string;
-  stakeRao: bigint;
-  validatorPermit: boolean;
-  lastUpdate: number;
-}
-
-interface SubnetState {
-  netuid: number;
-  neurons: NeuronState[];
-  ownerColdkey: string;
-  ownerHotkey: string | undefined;
-  tempo: number;
-  weightsSetRateLimit: number;
-  weightsVersionKey: number;
-  commitRevealEnabled: boolean;
-  minAllowedWeights: number;
-  maxWeightsLimit: number;
-  revealPeriodEpochs: number;
-  weights: Map<number, { uids: number[]; values: number[] }>;
-  commits: { who: string; commit: string; revealRound: number; block: number }[];
 }
 
 interface Block {
@@ -117,38 +59,6 @@ interface Block {
   extrinsics: string[];
   storage: Map<string, string>;
 }
-
-interface PoolTx {
-  parsed: ParsedExtrinsic;
-  record: ReceivedExtrinsic;
-}
-
-interface Sub {
-  ws: WebSocket;
-  id: string;
-  kind: "newHead" | "finalizedHead" | "allHead" | "runtimeVersion" | "storage" | "extrinsic";
-  keys?: string[];
-  txHash?: string;
-}
-
-class RpcError extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-    readonly data?: string,
-  ) {
-    super(message);
-  }
-}
-
-const NOTIFY: Record<Sub["kind"], string> = {
-  newHead: "chain_newHead",
-  finalizedHead: "chain_finalizedHead",
-  allHead: "chain_allHead",
-  runtimeVersion: "state_runtimeVersion",
-  storage: "state_storage",
-  extrinsic: "author_extrinsicUpdate",
-};
 
 const hex32 = () => u8aToHex(randomBytes(32));
 
@@ -169,8 +79,7 @@ export class FakeSubtensorNode {
   holdInclusion = false;
   connections = 0;
 
-  private readonly subnets = new Map<number, SubnetState>();
-  private readonly nonces = new Map<string, number>();
+  private readonly state: ChainState;
   private readonly blocks: Block[] = [];
   private readonly byHash = new Map<string, Block>();
   private readonly genesis: Block;
@@ -187,34 +96,7 @@ export class FakeSubtensorNode {
   private constructor(opts: FakeNodeOptions) {
     this.runtime = new FakeRuntime(loadFixture(opts.fixture ?? "finney-spec219"));
     this.inclusionDelayMs = opts.inclusionDelayMs ?? 30;
-    for (const s of opts.subnets) {
-      this.subnets.set(s.netuid, {
-        netuid: s.netuid,
-        neurons: s.neurons.map((n) => ({
-          hotkey: n.hotkey,
-          coldkey: n.coldkey ?? n.hotkey,
-          stakeRao: n.stakeRao ?? 1_000_000_000n,
-          validatorPermit: n.validatorPermit ?? false,
-          lastUpdate: n.lastUpdate ?? 0,
-        })),
-        ownerColdkey: s.ownerColdkey,
-        ownerHotkey: s.ownerHotkey,
-        tempo: s.tempo ?? 360,
-        weightsSetRateLimit: s.weightsSetRateLimit ?? 100,
-        weightsVersionKey: s.weightsVersionKey ?? 0,
-        commitRevealEnabled: s.commitRevealEnabled ?? false,
-        minAllowedWeights: s.minAllowedWeights ?? 1,
-        maxWeightsLimit: s.maxWeightsLimit ?? 65535,
-        revealPeriodEpochs: s.revealPeriodEpochs ?? 1,
-        weights: new Map(
-          Object.entries(s.weights ?? {}).map(([uid, row]) => [
-            Number(uid),
-            { uids: row.map(([u]) => u), values: row.map(([, v]) => v) },
-          ]),
-        ),
-        commits: [],
-      });
-    }
+    this.state = new ChainState(this.runtime, opts.subnets);
     const f = this.runtime.fixture;
     this.genesis = {
       number: 0,
@@ -289,101 +171,29 @@ export class FakeSubtensorNode {
   }
 
   subnet(netuid: number): SubnetState {
-    const s = this.subnets.get(netuid);
-    if (!s) throw new Error(`fake node: no subnet ${netuid}`);
-    return s;
+    return this.state.subnet(netuid);
   }
 
   nonceOf(ss58: string): number {
-    return this.nonces.get(u8aToHex(decodeAddress(ss58))) ?? 0;
-  }
-
-  /** Produce `n` blocks (including whatever is in the pool). */
-  advance(n: number): void {
-    for (let i = 0; i < n; i++) this.produceBlock();
+    return this.state.nonceOf(ss58);
   }
 
   /** Store a weight row for `uid` (as a set_weights by that neuron would), served from the next block on. */
   setWeightsRow(netuid: number, uid: number, row: Array<[number, number]>): void {
-    this.subnet(netuid).weights.set(uid, { uids: row.map(([u]) => u), values: row.map(([, v]) => v) });
+    this.state.setWeightsRow(netuid, uid, row);
   }
-
-  /** Raw storage served instead of the state's encoding from the next block on (hex, or null: absent). */
-  private readonly corrupted = new Map<string, string | null>();
 
   /**
    * Serve `hex` (raw SCALE bytes, possibly garbage) for a storage item from the next block on, as a
    * broken or hostile node would; `null` removes the entry. `undefined` restores the real encoding.
    */
   corruptStorage(pallet: string, item: string, keys: unknown[], hex: string | null | undefined): void {
-    const key = this.runtime.storageKey(pallet, item, ...keys);
-    if (hex === undefined) this.corrupted.delete(key);
-    else this.corrupted.set(key, hex);
+    this.state.corruptStorage(pallet, item, keys, hex);
   }
 
-  // ---------------------------------------------------------------- state → storage
-
-  private storageFor(events: { extrinsic: number; event: Uint8Array }[]): Map<string, string> {
-    const rt = this.runtime;
-    const m = new Map<string, string>();
-    const put = (pallet: string, item: string, keys: unknown[], value: unknown) => {
-      if (rt.hasStorage(pallet, item))
-        m.set(rt.storageKey(pallet, item, ...keys), rt.storageValue(pallet, item, value));
-    };
-    m.set(rt.storageKey("System", "Events"), rt.encodeEventRecords(events));
-    const accounts = new Set<string>(this.nonces.keys());
-    for (const s of this.subnets.values()) {
-      const n = s.neurons.length;
-      put("SubtensorModule", "NetworksAdded", [s.netuid], true);
-      put("SubtensorModule", "SubnetworkN", [s.netuid], n);
-      put("SubtensorModule", "Tempo", [s.netuid], s.tempo);
-      put("SubtensorModule", "WeightsSetRateLimit", [s.netuid], s.weightsSetRateLimit);
-      put("SubtensorModule", "WeightsVersionKey", [s.netuid], s.weightsVersionKey);
-      put("SubtensorModule", "CommitRevealWeightsEnabled", [s.netuid], s.commitRevealEnabled);
-      put("SubtensorModule", "MinAllowedWeights", [s.netuid], s.minAllowedWeights);
-      put("SubtensorModule", "MaxWeightsLimit", [s.netuid], s.maxWeightsLimit);
-      put("SubtensorModule", "RevealPeriodEpochs", [s.netuid], s.revealPeriodEpochs);
-      put("SubtensorModule", "SubnetOwner", [s.netuid], s.ownerColdkey);
-      if (s.ownerHotkey) put("SubtensorModule", "SubnetOwnerHotkey", [s.netuid], s.ownerHotkey);
-      put(
-        "SubtensorModule",
-        "ValidatorPermit",
-        [s.netuid],
-        s.neurons.map((x) => x.validatorPermit),
-      );
-      put(
-        "SubtensorModule",
-        "LastUpdate",
-        [s.netuid],
-        s.neurons.map((x) => x.lastUpdate),
-      );
-      for (const [uid, row] of s.weights)
-        put(
-          "SubtensorModule",
-          "Weights",
-          [s.netuid, uid],
-          row.uids.map((u, i) => [u, row.values[i]]),
-        );
-      s.neurons.forEach((x, uid) => {
-        put("SubtensorModule", "Keys", [s.netuid, uid], x.hotkey);
-        put("SubtensorModule", "Uids", [s.netuid, x.hotkey], uid);
-        put("SubtensorModule", "Owner", [x.hotkey], x.coldkey);
-        put("SubtensorModule", "TotalHotkeyStake", [x.hotkey], x.stakeRao);
-        put("SubtensorModule", "TotalHotkeyAlpha", [x.hotkey, s.netuid], x.stakeRao);
-        accounts.add(u8aToHex(decodeAddress(x.hotkey)));
-      });
-    }
-    for (const pk of accounts)
-      put("System", "Account", [pk], {
-        nonce: this.nonces.get(pk) ?? 0,
-        providers: 1,
-        data: { free: 1_000_000_000_000n },
-      });
-    for (const [k, v] of this.corrupted) {
-      if (v === null) m.delete(k);
-      else m.set(k, v);
-    }
-    return m;
+  /** Produce `n` blocks (including whatever is in the pool). */
+  advance(n: number): void {
+    for (let i = 0; i < n; i++) this.produceBlock();
   }
 
   private buildBlock(
@@ -392,7 +202,7 @@ export class FakeSubtensorNode {
     extrinsics: string[],
     events: { extrinsic: number; event: Uint8Array }[],
   ): Block {
-    const storage = this.storageFor(events);
+    const storage = this.state.storageFor(events);
     const header = {
       parentHash,
       number: `0x${number.toString(16)}`,
@@ -419,41 +229,7 @@ export class FakeSubtensorNode {
     const rt = this.runtime;
     const txs = this.pool;
     this.pool = [];
-    const inherent = u8aToHex(rt.timestampInherent(Date.now()));
-    const extrinsics: string[] = [inherent];
-    const events: { extrinsic: number; event: Uint8Array }[] = [
-      {
-        extrinsic: 0,
-        event: rt.encodeEvent("System", "ExtrinsicSuccess", [
-          { weight: { refTime: 1, proofSize: 0 }, class: "Mandatory", paysFee: "Yes" },
-        ]),
-      },
-    ];
-    for (const tx of txs) {
-      const index = extrinsics.length;
-      extrinsics.push(tx.parsed.hex);
-      const pk = tx.parsed.signerPublicKey!;
-      this.nonces.set(pk, (this.nonces.get(pk) ?? 0) + 1);
-      const info = { weight: { refTime: 100_000, proofSize: 0 }, class: "Normal", paysFee: "No" };
-      const result = this.dispatch(tx.parsed, number);
-      for (const e of result.events) events.push({ extrinsic: index, event: e });
-      if (result.error === undefined) {
-        events.push({ extrinsic: index, event: rt.encodeEvent("System", "ExtrinsicSuccess", [info]) });
-        tx.record.outcome = "success";
-      } else {
-        const error = new Uint8Array(4);
-        error[0] = rt.errorIndex("SubtensorModule", result.error);
-        const dispatchError = {
-          Module: { index: rt.pallet("SubtensorModule").index.toNumber(), error: u8aToHex(error) },
-        };
-        events.push({
-          extrinsic: index,
-          event: rt.encodeEvent("System", "ExtrinsicFailed", [dispatchError, info]),
-        });
-        tx.record.outcome = result.error;
-      }
-      tx.record.blockNumber = number;
-    }
+    const { extrinsics, events } = includeExtrinsics(rt, this.state, txs, number);
     const block = this.buildBlock(number, parent.hash, extrinsics, events);
     for (const s of [...this.subs.values()]) {
       if (s.kind === "newHead" || s.kind === "finalizedHead" || s.kind === "allHead")
@@ -469,83 +245,7 @@ export class FakeSubtensorNode {
     return block;
   }
 
-  // ---------------------------------------------------------------- dispatch (subtensor semantics)
-
-  private dispatch(tx: ParsedExtrinsic, blockNumber: number): { error?: string; events: Uint8Array[] } {
-    const rt = this.runtime;
-    const call = rt.decodeCall(tx.call);
-    const who = tx.signer!;
-    const fail = (error: string) => ({ error, events: [] });
-    if (call.section !== "subtensorModule") return { events: [] };
-    const netuid = Number(call.args.netuid);
-    const s = this.subnets.get(netuid);
-    if (!s) return fail("SubNetworkDoesNotExist");
-    const uid = s.neurons.findIndex((n) => n.hotkey === who);
-    if (call.method === "setWeights") {
-      const dests = (call.args.dests as number[]).map(Number);
-      const values = (call.args.weights as number[]).map(Number);
-      const versionKey = Number(call.args.version_key);
-      if (s.commitRevealEnabled) return fail("CommitRevealEnabled");
-      if (dests.length !== values.length) return fail("WeightVecNotEqualSize");
-      if (dests.length > s.neurons.length) return fail("UidsLengthExceedUidsInSubNet");
-      if (uid < 0) return fail("HotKeyNotRegisteredInSubNet");
-      if (s.weightsVersionKey !== 0 && versionKey < s.weightsVersionKey)
-        return fail("IncorrectWeightVersionKey");
-      const neuron = s.neurons[uid]!;
-      const selfOnly = dests.length === 1 && dests[0] === uid;
-      if (!selfOnly && !neuron.validatorPermit) return fail("NeuronNoValidatorPermit");
-      if (neuron.lastUpdate !== 0 && blockNumber - neuron.lastUpdate < s.weightsSetRateLimit)
-        return fail("SettingWeightsTooFast");
-      if (new Set(dests).size !== dests.length) return fail("DuplicateUids");
-      if (dests.some((d) => d >= s.neurons.length)) return fail("UidVecContainInvalidOne");
-      if (!selfOnly && dests.length < Math.min(s.minAllowedWeights, s.neurons.length))
-        return fail("WeightVecLengthIsLow");
-      neuron.lastUpdate = blockNumber;
-      s.weights.set(uid, { uids: dests, values });
-      return { events: [rt.encodeEvent("SubtensorModule", "WeightsSet", [netuid, uid])] };
-    }
-    if (call.method === "commitCrv3Weights" || call.method === "commitTimelockedWeights") {
-      if (!s.commitRevealEnabled) return fail("CommitRevealDisabled");
-      if (uid < 0) return fail("HotKeyNotRegisteredInSubNet");
-      const neuron = s.neurons[uid]!;
-      if (neuron.lastUpdate !== 0 && blockNumber - neuron.lastUpdate < s.weightsSetRateLimit)
-        return fail("CommittingWeightsTooFast");
-      const commit = String(call.args.commit);
-      s.commits.push({ who, commit, revealRound: Number(call.args.reveal_round), block: blockNumber });
-      neuron.lastUpdate = blockNumber;
-      const name =
-        call.method === "commitCrv3Weights" ? "CRV3WeightsCommitted" : "TimelockedWeightsCommitted";
-      return {
-        events: rt.hasEvent("SubtensorModule", name)
-          ? [rt.encodeEvent("SubtensorModule", name, [who, netuid, blake2AsHex(commit)])]
-          : [],
-      };
-    }
-    return { events: [] };
-  }
-
   // ---------------------------------------------------------------- JSON-RPC
-
-  private runtimeVersion() {
-    const f = this.runtime.fixture;
-    return {
-      specName: f.specName,
-      implName: f.specName,
-      authoringVersion: 1,
-      specVersion: f.specVersion,
-      implVersion: 1,
-      apis: [
-        ["0xdf6acb689907609b", 5], // Core
-        ["0x37e397fc7c91f5e4", 2], // Metadata (v2: metadata_versions)
-        ["0x40fe3ad401f8959a", 6], // BlockBuilder
-        ["0xd2bc9897eed08f15", 3], // TaggedTransactionQueue
-        ["0xbc9d89904f5b923f", 1], // AccountNonceApi
-        ["0x37c8bb1350a9a2a8", 4], // TransactionPaymentApi
-      ],
-      transactionVersion: f.txVersion,
-      stateVersion: 1,
-    };
-  }
 
   private blockAt(at: unknown): Block {
     if (at === undefined || at === null) return this.blocks.at(-1)!;
@@ -588,63 +288,19 @@ export class FakeSubtensorNode {
   }
 
   private submit(hex: string): PoolTx {
-    const record: ReceivedExtrinsic = {
-      receivedAt: Date.now(),
-      hash: blake2AsHex(Buffer.from(hex.slice(2), "hex")),
+    const tx = admitExtrinsic(
+      this.runtime,
       hex,
-      signer: undefined,
-      nonce: undefined,
-      call: undefined,
-      signatureValid: false,
-      verifyError: undefined,
-      pool: "accepted",
-      outcome: undefined,
-      blockNumber: undefined,
-    };
-    this.received.push(record);
-    const reject = (code: number, message: string, data?: string) => {
-      record.pool = `${code}: ${message}${data ? `: ${data}` : ""}`;
-      return new RpcError(code, message, data);
-    };
-    let parsed: ParsedExtrinsic;
-    try {
-      parsed = parseAndVerify(this.runtime, hex, this.chainContext());
-    } catch (err) {
-      record.verifyError = (err as Error).message;
-      if (/ancient birth block/.test(record.verifyError))
-        throw reject(1010, "Invalid Transaction", "Transaction has an ancient birth block");
-      throw reject(1002, "Verification Error", `Runtime error: Could not decode: ${record.verifyError}`);
-    }
-    record.signer = parsed.signer;
-    record.nonce = parsed.nonce;
-    record.signatureValid = parsed.signatureValid;
-    record.verifyError = parsed.verifyError;
-    try {
-      record.call = this.runtime.decodeCall(parsed.call);
-    } catch (err) {
-      throw reject(
-        1002,
-        "Verification Error",
-        `Runtime error: Could not decode call: ${(err as Error).message}`,
-      );
-    }
-    if (!parsed.signed) throw reject(1010, "Invalid Transaction", "Transaction call is not expected");
-    if (!parsed.signatureValid) throw reject(1010, "Invalid Transaction", "Transaction has a bad signature");
-    if (this.pool.some((t) => t.parsed.hash === parsed.hash))
-      throw reject(1013, "Transaction Already Imported");
-    const pk = parsed.signerPublicKey!;
-    const stateNonce = this.nonces.get(pk) ?? 0;
-    const pooled = this.pool.filter((t) => t.parsed.signerPublicKey === pk).length;
-    if (parsed.nonce! < stateNonce) throw reject(1010, "Invalid Transaction", "Transaction is outdated");
-    if (parsed.nonce! < stateNonce + pooled) throw reject(1014, "Priority is too low", "(0 vs 0)");
-    if (parsed.nonce! > stateNonce + pooled)
-      throw reject(1010, "Invalid Transaction", "Transaction will be valid in the future");
-    if (this.rejectNextWithCustom !== undefined) {
-      const n = this.rejectNextWithCustom;
-      this.rejectNextWithCustom = undefined;
-      throw reject(1010, "Invalid Transaction", `Custom error: ${n}`);
-    }
-    const tx = { parsed, record };
+      this.chainContext(),
+      this.pool,
+      this.state.nonces,
+      this.received,
+      () => {
+        const n = this.rejectNextWithCustom;
+        this.rejectNextWithCustom = undefined;
+        return n;
+      },
+    );
     this.pool.push(tx);
     if (!this.holdInclusion) {
       clearTimeout(this.inclusionTimer);
@@ -729,7 +385,9 @@ export class FakeSubtensorNode {
         return { peers: 1, isSyncing: false, shouldHavePeers: true };
       case "system_accountNextIndex": {
         const pk = u8aToHex(decodeAddress(String(params[0])));
-        return (this.nonces.get(pk) ?? 0) + this.pool.filter((t) => t.parsed.signerPublicKey === pk).length;
+        return (
+          (this.state.nonces.get(pk) ?? 0) + this.pool.filter((t) => t.parsed.signerPublicKey === pk).length
+        );
       }
       case "chain_getBlockHash": {
         const n = params[0];
@@ -767,7 +425,7 @@ export class FakeSubtensorNode {
         setImmediate(() =>
           this.notify(
             this.subs.get(sid) ?? ({ ws, id: sid, kind: "runtimeVersion" } as Sub),
-            this.runtimeVersion(),
+            runtimeVersionOf(this.runtime.fixture),
           ),
         );
         return sid;
@@ -793,21 +451,11 @@ export class FakeSubtensorNode {
         return this.subs.delete(String(params[0]));
       case "state_getRuntimeVersion":
       case "chain_getRuntimeVersion":
-        return this.runtimeVersion();
+        return runtimeVersionOf(this.runtime.fixture);
       case "state_getMetadata":
         return f.metadata;
       case "state_call": {
-        const fn = String(params[0]);
-        // Metadata_metadata_versions → Vec<u32>: this runtime serves v14 only.
-        if (fn === "Metadata_metadata_versions") return "0x040e000000";
-        // Metadata_metadata_at_version(u32) → Option<OpaqueMetadata>: Some for 14, None otherwise.
-        if (fn === "Metadata_metadata_at_version") {
-          const version = Buffer.from(String(params[1]).slice(2), "hex").readUInt32LE(0);
-          if (version !== 14) return "0x00";
-          const bytes = Buffer.from(f.metadata.slice(2), "hex");
-          return u8aToHex(u8aConcat(Uint8Array.of(1), compactToU8a(bytes.length), bytes));
-        }
-        throw new RpcError(-32000, "Client error: Execution failed", `Exported method ${fn} is not found`);
+        return stateCall(f, String(params[0]), params[1]);
       }
       case "state_getStorage":
       case "state_getStorageAt":
@@ -835,41 +483,6 @@ export class FakeSubtensorNode {
     }
   }
 }
-
-const SUPPORTED = [
-  "author_pendingExtrinsics",
-  "author_submitAndWatchExtrinsic",
-  "author_submitExtrinsic",
-  "author_unwatchExtrinsic",
-  "chain_getBlock",
-  "chain_getBlockHash",
-  "chain_getFinalizedHead",
-  "chain_getHeader",
-  "chain_subscribeAllHeads",
-  "chain_subscribeFinalizedHeads",
-  "chain_subscribeNewHeads",
-  "chain_unsubscribeAllHeads",
-  "chain_unsubscribeFinalizedHeads",
-  "chain_unsubscribeNewHeads",
-  "payment_queryInfo",
-  "rpc_methods",
-  "state_call",
-  "state_getKeysPaged",
-  "state_getMetadata",
-  "state_getRuntimeVersion",
-  "state_getStorage",
-  "state_queryStorageAt",
-  "state_subscribeRuntimeVersion",
-  "state_subscribeStorage",
-  "state_unsubscribeRuntimeVersion",
-  "state_unsubscribeStorage",
-  "system_accountNextIndex",
-  "system_chain",
-  "system_health",
-  "system_name",
-  "system_properties",
-  "system_version",
-];
 
 /** Convenience for tests: an ss58 address of a fresh random account (no key material kept). */
 export function randomAccount(): string {

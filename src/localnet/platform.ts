@@ -6,56 +6,35 @@
  *
  * It opens and closes challenge epochs, serves each epoch's pack itself (/packs/<token>.json),
  * can inject faults (an HTTP status, a malformed body, a hang, a reset) per route, and records
- * everything it received.
+ * everything it received. Routes and HTTP: platform-routes.ts; authentication: platform-auth.ts;
+ * log uploads: platform-logs.ts.
  */
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { packHashOf, pyJsonParseBytes } from "../pack/index.js";
+import { type AuthPolicy, authenticate } from "./platform-auth.js";
+import { logUpload, type ReceivedLog } from "./platform-logs.js";
+import {
+  type FakeRoute,
+  type Fault,
+  parseJsonObject,
+  type Received,
+  readBody,
+  routeOf,
+  send,
+} from "./platform-routes.js";
+
+export type { FakeRoute, Fault, Received } from "./platform-routes.js";
+
 import {
   challengeScoreMessage,
   epochCurrentMessage,
   heartbeatMessage,
-  logsMessage,
   scenarioProgressMessage,
   scoreBodySchema,
+  verifierReady,
 } from "../platform/index.js";
-// Signature verification (WASM crypto) is kept out of the platform's index on purpose: a client
-// never verifies. The platform's stand-in does, as the real server does.
-import { verifierReady, verifyMessage } from "../platform/verify.js";
-
-export type FakeRoute =
-  | "winner.current"
-  | "epoch.current"
-  | "epoch.score"
-  | "epoch.scenario_progress"
-  | "validators.heartbeat"
-  | "logs.upload"
-  | "logs.cycle"
-  | "pack";
-
-export type Fault =
-  /** Answer with this status (and body) instead of handling the request. */
-  | { kind: "status"; status: number; body?: string }
-  /** Answer 200 (or `status`) with a body that is not what the docs describe. */
-  | { kind: "malformed"; body: string; status?: number }
-  /** Wait `ms` before answering; with `accept`, handle (and record) the request first, then wait. */
-  | { kind: "hang"; ms: number; accept?: boolean }
-  /** Drop the connection without an answer. */
-  | { kind: "reset" };
-
-export interface Received {
-  route: FakeRoute | "unknown";
-  method: string;
-  path: string;
-  query: Record<string, string>;
-  /** Parsed JSON body, or the multipart fields (file parts as {name, type, size}). */
-  body: unknown;
-  status: number;
-  /** The message the fake expected to be signed, and whether the signature matched it. */
-  signature?: { message: string; valid: boolean };
-  at: number;
-}
 
 export interface FakeEpoch {
   challenge_epoch_id: number;
@@ -103,20 +82,13 @@ export interface FakePlatformOptions {
   driftSeconds?: number;
 }
 
-const MAX_BODY = 12 * 1024 * 1024;
-const LOG_LIMIT = 10 * 1024 * 1024;
-
 export class FakePlatform {
   readonly received: Received[] = [];
   /** Accepted score bodies per epoch id. */
   readonly scores = new Map<number, Record<string, unknown>[]>();
   readonly heartbeats: Record<string, unknown>[] = [];
   readonly progress: Record<string, unknown>[] = [];
-  readonly logs: Array<{
-    route: "logs.upload" | "logs.cycle";
-    fields: Record<string, string>;
-    archive: Buffer;
-  }> = [];
+  readonly logs: ReceivedLog[] = [];
   /** The body of GET /api/v2/winner/current (null: 404). */
   winnerResponse: unknown = { success: true, winner: null, finalized_epoch: null, submissions: [] };
 
@@ -346,11 +318,14 @@ export class FakePlatform {
         return this.heartbeat(raw, rec);
       case "logs.upload":
       case "logs.cycle":
-        return this.logUpload(route.name, req, raw, rec);
+        return logUpload(route.name, req, raw, rec, this.auth, this.logs);
     }
   }
 
-  /** Signature + registration + drift, in the documented order (403 before 401). */
+  private get auth(): AuthPolicy {
+    return { validators: this.validators, now: this.now, driftSeconds: this.drift };
+  }
+
   private authenticate(
     hotkey: unknown,
     timestamp: unknown,
@@ -358,24 +333,7 @@ export class FakePlatform {
     message: (hk: string, ts: number) => string,
     rec: Received,
   ): { status: number; error: string } | null {
-    if (typeof hotkey !== "string" || hotkey === "") return { status: 400, error: "hotkey is required" };
-    const ts = typeof timestamp === "string" && /^\d+$/.test(timestamp) ? Number(timestamp) : timestamp;
-    if (typeof ts !== "number" || !Number.isInteger(ts) || ts <= 0) {
-      return { status: 400, error: "timestamp is required (unix seconds)" };
-    }
-    if (typeof signature !== "string" || signature === "")
-      return { status: 400, error: "signature is required" };
-    const expected = message(hotkey, ts);
-    const valid = verifyMessage(expected, signature, hotkey);
-    rec.signature = { message: expected, valid };
-    if (this.validators && !this.validators.has(hotkey)) {
-      return { status: 403, error: "Hotkey is not a registered validator on-chain" };
-    }
-    if (!valid) return { status: 401, error: "Invalid signature" };
-    if (Math.abs(Math.floor(this.now() / 1000) - ts) > this.drift) {
-      return { status: 401, error: "Timestamp drift exceeds 5 minutes" };
-    }
-    return null;
+    return authenticate(this.auth, hotkey, timestamp, signature, message, rec);
   }
 
   private epochCurrent(u: URL, rec: Received): { status: number; json: unknown } {
@@ -518,113 +476,4 @@ export class FakePlatform {
       },
     };
   }
-
-  private async logUpload(
-    name: "logs.upload" | "logs.cycle",
-    req: IncomingMessage,
-    raw: Buffer,
-    rec: Received,
-  ): Promise<{ status: number; json: unknown }> {
-    const ct = req.headers["content-type"] ?? "";
-    if (!ct.startsWith("multipart/form-data")) {
-      return { status: 400, json: { success: false, error: "multipart/form-data required" } };
-    }
-    let form: FormData;
-    try {
-      form = await new Response(raw, { headers: { "content-type": ct } }).formData();
-    } catch {
-      return { status: 400, json: { success: false, error: "invalid multipart body" } };
-    }
-    const fields: Record<string, string> = {};
-    let archive: Buffer | undefined;
-    const shown: Record<string, unknown> = {};
-    for (const [k, v] of form.entries()) {
-      if (typeof v === "string") {
-        fields[k] = v;
-        shown[k] = v;
-      } else {
-        archive = Buffer.from(await v.arrayBuffer());
-        shown[k] = { name: v.name, type: v.type, size: archive.length };
-      }
-    }
-    rec.body = shown;
-    const required =
-      name === "logs.upload"
-        ? [
-            "validator_hotkey",
-            "eval_id",
-            "miner_hotkey",
-            "miner_uid",
-            "block_height",
-            "pack_hash",
-            "timestamp",
-            "signature",
-          ]
-        : ["validator_hotkey", "eval_id", "block_height", "timestamp", "signature"];
-    const missing = required.filter((k) => !fields[k]);
-    if (missing.length)
-      return { status: 400, json: { success: false, error: `missing fields: ${missing.join(", ")}` } };
-    const denied = this.authenticate(
-      fields.validator_hotkey,
-      fields.timestamp,
-      fields.signature,
-      logsMessage,
-      rec,
-    );
-    if (denied) return { status: denied.status, json: { success: false, error: denied.error } };
-    if (!archive) return { status: 400, json: { success: false, error: "log_archive is required" } };
-    if (archive.length > LOG_LIMIT)
-      return { status: 400, json: { success: false, error: "log_archive exceeds 10MB limit" } };
-    if (archive[0] !== 0x1f || archive[1] !== 0x8b) {
-      return { status: 400, json: { success: false, error: "log_archive must be a valid .tar.gz file" } };
-    }
-    this.logs.push({ route: name, fields, archive });
-    return {
-      status: 200,
-      json: { success: true, log_id: randomBytes(6).toString("hex"), size_bytes: archive.length },
-    };
-  }
-}
-
-function routeOf(method: string, path: string): { name: FakeRoute; id?: number; token?: string } | null {
-  if (method === "GET" && path === "/api/v2/winner/current") return { name: "winner.current" };
-  if (method === "GET" && path === "/api/v2/epoch/current") return { name: "epoch.current" };
-  if (method === "POST" && path === "/api/v2/validators/heartbeat") return { name: "validators.heartbeat" };
-  if (method === "POST" && path === "/api/validators/logs/upload") return { name: "logs.upload" };
-  if (method === "POST" && path === "/api/validators/logs/cycle") return { name: "logs.cycle" };
-  let m = /^\/api\/v2\/epoch\/([^/]+)\/score$/.exec(path);
-  if (method === "POST" && m) return { name: "epoch.score", id: /^\d+$/.test(m[1]!) ? Number(m[1]) : -1 };
-  m = /^\/api\/v2\/epoch\/([^/]+)\/scenario_progress$/.exec(path);
-  if (method === "POST" && m)
-    return { name: "epoch.scenario_progress", id: /^\d+$/.test(m[1]!) ? Number(m[1]) : -1 };
-  m = /^\/packs\/([0-9a-f]+)\.json$/.exec(path);
-  if (method === "GET" && m) return { name: "pack", token: m[1]! };
-  return null;
-}
-
-async function readBody(req: IncomingMessage): Promise<Buffer | null> {
-  const chunks: Buffer[] = [];
-  let n = 0;
-  for await (const c of req) {
-    n += (c as Buffer).length;
-    if (n > MAX_BODY) return null;
-    chunks.push(c as Buffer);
-  }
-  return Buffer.concat(chunks);
-}
-
-function parseJsonObject(raw: Buffer): Record<string, unknown> | null {
-  try {
-    const v = JSON.parse(raw.toString("utf8")) as unknown;
-    return typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
-  } catch {
-    return null;
-  }
-}
-
-function send(res: ServerResponse, status: number, json: unknown): void {
-  if (res.destroyed) return;
-  const body = Buffer.from(JSON.stringify(json));
-  res.writeHead(status, { "content-type": "application/json", "content-length": body.length });
-  res.end(body);
 }

@@ -1,13 +1,14 @@
 /**
  * The TrajectoryRL platform API client (v6 winner-challenger protocol). Thin: builds signed
- * requests, sends them through boundedRequest, parses every response with zod, and maps HTTP
- * outcomes onto typed results. Endpoints, shapes and sources: src/platform/README.md.
+ * requests, sends them through the transport (transport.ts: bounded HTTP, zod-checked answers), and
+ * maps HTTP outcomes onto typed results (score.ts for the score's wire rules). Endpoints, shapes and
+ * sources: src/platform/README.md.
  */
 import { type Dispatcher, FormData } from "undici";
-import { InfraError, InputError, isAbortError, ValidatorError } from "../errors.js";
+import { InputError, type ValidatorError } from "../errors.js";
 import { type Logger, silentLogger } from "../log.js";
 import { VERSION } from "../version.js";
-import { BodyTooLargeError, type BoundedResponse, boundedRequest } from "./http.js";
+import type { BoundedResponse } from "./http.js";
 import {
   COLD_START,
   describeZodError,
@@ -20,7 +21,6 @@ import {
   type LogReceipt,
   logReceiptSchema,
   type ScenarioProgressEvent,
-  type ScoreReceipt,
   type ScoreVerdict,
   scenarioProgressEventSchema,
   scoreReceiptSchema,
@@ -28,7 +28,19 @@ import {
   type WinnerCurrent,
   winnerCurrentSchema,
 } from "./schemas.js";
+import { assertEpochId, buildScoreBody, dropUndefined, type ScoreOutcome, scoreOutcomeOf } from "./score.js";
 import { PREFIX, type Signer, signFields } from "./signing.js";
+import {
+  failedPost,
+  notOk,
+  PlatformTransport,
+  type PostResult,
+  safeJson,
+  safeJsonText,
+} from "./transport.js";
+
+export { buildScoreBody, classifyConflict, type ScoreOutcome, scoreOutcomeOf } from "./score.js";
+export type { PostResult } from "./transport.js";
 
 /** Per-endpoint deadlines, ms. Defaults are the Python client's (trajrl_api.py). */
 export interface PlatformTimeouts {
@@ -48,8 +60,6 @@ export const DEFAULT_TIMEOUTS: PlatformTimeouts = {
 
 /** The server rejects archives over 10 MB (docs/API.md; the Python daemon uses 10 * 1024 * 1024). */
 export const MAX_LOG_ARCHIVE_BYTES = 10 * 1024 * 1024;
-/** Our cap on any platform JSON response (winner/current with every vote is a few KiB). */
-const MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
 /** Scenario progress is decorative: at most this many in flight, the rest are dropped. */
 const DEFAULT_PROGRESS_IN_FLIGHT = 4;
 
@@ -70,23 +80,6 @@ export interface PlatformClientOptions {
 export interface CallOptions {
   signal?: AbortSignal;
 }
-
-/** How a score POST ended. Only `retryable` is worth sending again. */
-export type ScoreOutcome =
-  | { kind: "delivered"; status: number; receipt: ScoreReceipt | null }
-  /** 409: this validator already scored this epoch; counts as delivered. */
-  | { kind: "duplicate"; status: 409; message: string }
-  /** 409: the epoch is closed; nothing more to do for it. */
-  | { kind: "finalized"; status: 409; message: string }
-  /** Timeout, network failure, 408/425/429, 5xx, or a 2xx other than 200. */
-  | { kind: "retryable"; status: number | null; code: string; message: string }
-  /** Any other 4xx (bad body, bad signature, not a validator, unknown epoch): sending again will not help. */
-  | { kind: "rejected"; status: number; code: string; message: string };
-
-/** Result of a fire-and-forget POST (heartbeat, logs, progress): never throws. */
-export type PostResult<R = undefined> =
-  | { ok: true; status: number; receipt: R | null }
-  | { ok: false; status: number | null; code: string; message: string; retryable: boolean };
 
 export interface EvalLogUpload {
   /** Eval cycle id, `YYYYMMDD_HHMMSS` (+ suffix) as the Python daemon forms it. */
@@ -110,16 +103,6 @@ export interface CycleLogUpload {
   archive: Uint8Array;
 }
 
-/** 409 texts: the documented ones are "epoch is finalized" and "duplicate". */
-export function classifyConflict(text: string): "finalized" | "duplicate" | "conflict" {
-  if (/finali[sz]ed|closed|not in[ _-]?progress|no longer/i.test(text)) return "finalized";
-  if (/duplicate|already/i.test(text)) return "duplicate";
-  return "conflict";
-}
-
-const isRetryableStatus = (status: number) =>
-  status === 408 || status === 425 || status === 429 || status >= 500;
-
 export class PlatformClient {
   readonly baseUrl: string;
   private readonly signer: Signer;
@@ -127,7 +110,7 @@ export class PlatformClient {
   private readonly version: string;
   private readonly now: () => number;
   private readonly timeouts: PlatformTimeouts;
-  private readonly dispatcher: Dispatcher | undefined;
+  private readonly http: PlatformTransport;
   private readonly progressLimit: number;
   private progressInFlight = 0;
 
@@ -147,7 +130,7 @@ export class PlatformClient {
     this.version = opts.version ?? VERSION;
     this.now = opts.now ?? Date.now;
     this.timeouts = { ...DEFAULT_TIMEOUTS, ...opts.timeouts };
-    this.dispatcher = opts.dispatcher;
+    this.http = new PlatformTransport(this.log, opts.dispatcher);
     this.progressLimit = opts.progressInFlight ?? DEFAULT_PROGRESS_IN_FLIGHT;
   }
 
@@ -162,15 +145,15 @@ export class PlatformClient {
    */
   async getWinnerCurrent(opts: CallOptions = {}): Promise<WinnerCurrent> {
     const endpoint = "winner.current";
-    const res = await this.send(endpoint, {
+    const res = await this.http.send(endpoint, {
       method: "GET",
       url: `${this.baseUrl}/api/v2/winner/current`,
       timeoutMs: this.timeouts.read,
       signal: opts.signal,
     });
     if (res.status === 404) return { ...COLD_START, submissions: [] };
-    this.expectOk(endpoint, res);
-    return this.parse(endpoint, res, winnerCurrentSchema);
+    this.http.expectOk(endpoint, res);
+    return this.http.parse(endpoint, res, winnerCurrentSchema);
   }
 
   /**
@@ -185,15 +168,15 @@ export class PlatformClient {
       timestamp: String(signed.timestamp),
       signature: signed.signature,
     });
-    const res = await this.send(endpoint, {
+    const res = await this.http.send(endpoint, {
       method: "GET",
       url: `${this.baseUrl}/api/v2/epoch/current?${q.toString()}`,
       timeoutMs: this.timeouts.read,
       signal: opts.signal,
     });
     if (res.status === 404) return null;
-    this.expectOk(endpoint, res);
-    const parsed = this.parse(endpoint, res, epochCurrentSchema);
+    this.http.expectOk(endpoint, res);
+    const parsed = this.http.parse(endpoint, res, epochCurrentSchema);
     return parsed.epoch === null ? null : parsed;
   }
 
@@ -218,7 +201,7 @@ export class PlatformClient {
     const body = buildScoreBody(checked.data, signed, this.version);
     let res: BoundedResponse;
     try {
-      res = await this.send(endpoint, {
+      res = await this.http.send(endpoint, {
         method: "POST",
         url: `${this.baseUrl}/api/v2/epoch/${challengeEpochId}/score`,
         headers: { "content-type": "application/json" },
@@ -304,7 +287,7 @@ export class PlatformClient {
         signature: signed.signature,
         version: this.version,
       });
-      return await this.firePost(endpoint, {
+      return await this.http.firePost(endpoint, {
         url: `${this.baseUrl}/api/v2/epoch/${challengeEpochId}/scenario_progress`,
         headers: { "content-type": "application/json" },
         body: JSON.stringify(body),
@@ -333,7 +316,7 @@ export class PlatformClient {
         signature: signed.signature,
         ...parsed.data,
       });
-      const r = await this.firePost(endpoint, {
+      const r = await this.http.firePost(endpoint, {
         url: `${this.baseUrl}/api/v2/validators/heartbeat`,
         headers: { "content-type": "application/json" },
         body: JSON.stringify(body),
@@ -370,8 +353,6 @@ export class PlatformClient {
     return this.upload("logs.cycle", "/api/validators/logs/cycle", "cycle.tar.gz", fields, upload, opts);
   }
 
-  // -------------------------------------------------------------------------------------------
-
   private async upload(
     endpoint: string,
     path: string,
@@ -398,7 +379,7 @@ export class PlatformClient {
       form.set("timestamp", String(signed.timestamp));
       form.set("signature", signed.signature);
       form.set("log_archive", new Blob([upload.archive], { type: "application/gzip" }), filename);
-      const r = await this.firePost(endpoint, {
+      const r = await this.http.firePost(endpoint, {
         url: `${this.baseUrl}${path}`,
         body: form,
         timeoutMs: this.timeouts.logs,
@@ -414,186 +395,4 @@ export class PlatformClient {
       return failedPost(err);
     }
   }
-
-  /** A POST whose failure is logged and returned, never thrown. Keeps the raw body for receipts. */
-  private async firePost(
-    endpoint: string,
-    req: {
-      url: string;
-      headers?: Record<string, string>;
-      body: string | FormData;
-      timeoutMs: number;
-      signal?: AbortSignal;
-      quiet404?: boolean;
-    },
-  ): Promise<PostResult<never> & { raw?: Buffer }> {
-    let res: BoundedResponse;
-    try {
-      res = await this.send(endpoint, { method: "POST", ...req });
-    } catch (err) {
-      const e = err as ValidatorError;
-      this.log.warn({ endpoint, code: e.code }, "platform.post.failed");
-      return notOk(null, e.code, e.message, e.retryable);
-    }
-    if (res.status >= 200 && res.status < 300)
-      return { ok: true, status: res.status, receipt: null, raw: res.body };
-    const message = errorText(res.body.toString("utf8"));
-    const level = req.quiet404 && res.status === 404 ? "debug" : "warn";
-    this.log[level]({ endpoint, status: res.status, error: message }, "platform.post.failed");
-    return notOk(res.status, "platform_http_error", message, isRetryableStatus(res.status));
-  }
-
-  private async send(
-    endpoint: string,
-    req: {
-      method: "GET" | "POST";
-      url: string;
-      headers?: Record<string, string>;
-      body?: string | FormData;
-      timeoutMs: number;
-      signal?: AbortSignal;
-    },
-  ): Promise<BoundedResponse> {
-    try {
-      const res = await boundedRequest({
-        ...req,
-        headers: { accept: "application/json", ...req.headers },
-        maxBodyBytes: MAX_RESPONSE_BYTES,
-        dispatcher: this.dispatcher,
-        codePrefix: "platform",
-      });
-      this.log.debug({ endpoint, status: res.status, ms: Math.round(res.elapsedMs) }, "platform.response");
-      return res;
-    } catch (err) {
-      const e =
-        err instanceof ValidatorError
-          ? err
-          : new InfraError("platform_unreachable", String(err), { cause: err });
-      if (e.code !== "aborted")
-        this.log.warn({ endpoint, code: e.code, err: e.message }, "platform.request.failed");
-      throw e instanceof BodyTooLargeError
-        ? new InfraError("platform_malformed_response", e.message, { cause: e, detail: { endpoint } })
-        : e;
-    }
-  }
-
-  private expectOk(endpoint: string, res: BoundedResponse): void {
-    if (res.status >= 200 && res.status < 300) return;
-    const message = errorText(res.body.toString("utf8"));
-    throw new InfraError("platform_http_error", `${endpoint}: HTTP ${res.status} ${message}`, {
-      retryable: isRetryableStatus(res.status),
-      detail: { endpoint, status: res.status, error: message },
-    });
-  }
-
-  private parse<T>(
-    endpoint: string,
-    res: BoundedResponse,
-    schema: { safeParse(v: unknown): ZodResult<T> },
-  ): T {
-    let json: unknown;
-    try {
-      json = JSON.parse(res.body.toString("utf8"));
-    } catch (err) {
-      return this.malformed(endpoint, `body is not JSON: ${(err as Error).message}`);
-    }
-    const parsed = schema.safeParse(json);
-    if (!parsed.success) return this.malformed(endpoint, describeZodError(parsed.error));
-    return parsed.data;
-  }
-
-  private malformed(endpoint: string, reason: string): never {
-    this.log.warn({ endpoint, reason }, "platform.malformed_response");
-    throw new InfraError("platform_malformed_response", `${endpoint}: malformed response: ${reason}`, {
-      detail: { endpoint, reason },
-    });
-  }
-}
-
-type ZodResult<T> = { success: true; data: T } | { success: false; error: import("zod").ZodError };
-
-/** The score body on the wire: signing fields first, then the verdict, undefined fields omitted. */
-export function buildScoreBody(
-  verdict: ScoreVerdict,
-  signed: { hotkey: string; timestamp: number; signature: string },
-  version: string,
-): Record<string, unknown> {
-  const challenger = dropUndefined({ ...verdict.challenger });
-  return dropUndefined({
-    validator_hotkey: signed.hotkey,
-    timestamp: signed.timestamp,
-    signature: signed.signature,
-    version,
-    ...verdict,
-    challenger,
-  });
-}
-
-/**
- * Map a score POST's HTTP response to its outcome (receipt parsed by the caller). Delivered means
- * 200, as upstream (`submit_challenge_score` returns True on 200 only; on anything else its daemon
- * scores the epoch again and posts again): another 2xx is sent again.
- */
-export function scoreOutcomeOf(res: { status: number; body: Buffer }): ScoreOutcome {
-  const { status } = res;
-  if (status === 200) return { kind: "delivered", status, receipt: null };
-  if (status > 200 && status < 300)
-    return {
-      kind: "retryable",
-      status,
-      code: "platform_unexpected_status",
-      message: `HTTP ${status} is not the 200 that records a score`,
-    };
-  const message = errorText(res.body.toString("utf8"));
-  if (status === 409) {
-    const c = classifyConflict(message);
-    if (c === "finalized") return { kind: "finalized", status: 409, message };
-    if (c === "duplicate") return { kind: "duplicate", status: 409, message };
-    return { kind: "rejected", status, code: "platform_conflict", message };
-  }
-  if (isRetryableStatus(status)) return { kind: "retryable", status, code: "platform_http_error", message };
-  // Our clock is off by more than the server's ±5 min: each attempt signs a fresh timestamp, so the
-  // verdict goes out once the host's clock is fixed (NTP) instead of being dropped.
-  if (status === 401 && /timestamp|drift|clock/i.test(message))
-    return { kind: "retryable", status, code: "platform_clock_skew", message };
-  const code =
-    status === 401 || status === 403
-      ? "platform_unauthorized"
-      : status === 404
-        ? "platform_epoch_not_found"
-        : "platform_rejected";
-  return { kind: "rejected", status, code, message };
-}
-
-function assertEpochId(id: number): void {
-  if (!Number.isSafeInteger(id) || id <= 0) {
-    throw new InputError("invalid_epoch_id", `challenge_epoch_id must be a positive integer (${id})`);
-  }
-}
-
-function notOk(status: number | null, code: string, message: string, retryable: boolean) {
-  return { ok: false as const, status, code, message, retryable };
-}
-
-function failedPost(err: unknown) {
-  const e = err instanceof ValidatorError ? err : null;
-  if (isAbortError(err)) return notOk(null, "aborted", "aborted", false);
-  return notOk(null, e?.code ?? "internal_error", e?.message ?? String(err), e?.retryable ?? false);
-}
-
-function safeJson(body: Buffer): unknown {
-  try {
-    return JSON.parse(body.toString("utf8"));
-  } catch {
-    return undefined;
-  }
-}
-
-function safeJsonText(r: { raw?: Buffer }): unknown {
-  return r.raw ? safeJson(r.raw) : undefined;
-}
-
-function dropUndefined<T extends Record<string, unknown>>(o: T): T {
-  for (const k of Object.keys(o)) if (o[k] === undefined) delete o[k];
-  return o;
 }

@@ -1,8 +1,9 @@
 /**
  * The platform module's public face: the TrajectoryRL API client, message signing, pack fetching,
  * the verdict outbox logic and its storage port (OutboxPort, implemented by src/store's
- * VerdictOutboxRepo). Endpoints and their sources: ./README.md. Signature verification (WASM crypto, for tests
- * and tooling) is ./verify.js, deliberately not re-exported here.
+ * VerdictOutboxRepo). Endpoints and their sources: ./README.md. Signature verification (verify.ts, for
+ * the fake platform, tests and tooling) loads @polkadot/util-crypto, which chain/keys loads anyway; its
+ * WASM backend initialises only on the first verifierReady().
  */
 
 export { isPublicAddress, publicOnlyLookup } from "./address.js";
@@ -84,3 +85,4 @@ export {
   signFields,
   unixSeconds,
 } from "./signing.js";
+export { verifierReady, verifyMessage } from "./verify.js";

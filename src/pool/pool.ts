@@ -16,159 +16,29 @@
  * concurrency, with no heartbeat: what ran before the pool runs unchanged.
  */
 import type { BenchProgress } from "../bench/index.js";
-import type { EngineConfig } from "../config.js";
-import type { EpisodeImages, EpisodeResult } from "../episode/index.js";
+import type { EpisodeResult } from "../episode/index.js";
 import { InfraError, InputError, toValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
-import {
-  type BuiltImage,
-  connectEngine,
-  copyImages,
-  type Docker,
-  type EngineConnection,
-  imageIdOf,
-  probeEngine,
-  pullDigestAs,
-  Sandbox,
-} from "../sandbox/index.js";
-import type { EngineView } from "../status/index.js";
-import type { KvRepo } from "../store/index.js";
+import { type BuiltImage, connectEngine, type Docker, probeEngine, type Sandbox } from "../sandbox/index.js";
+import { checkEngine } from "./check.js";
 import { readDrained } from "./drain.js";
+import {
+  closeEngine,
+  type EngineView,
+  newPoolEngine,
+  type PoolEngine,
+  pingWithin,
+  viewOf,
+} from "./engine.js";
+import { type EvaluationPlacement, engineLost } from "./episode-placement.js";
+import { EngineImages } from "./images.js";
+import type { PoolOptions } from "./options.js";
 import { pickEngine, probeDelayMs, totalSlots } from "./placement.js";
-
-/** Who hears about engines (LiveStatus satisfies it). */
-export interface PoolObserver {
-  raise(code: string, message: string, severity?: "warn" | "error"): void;
-  clear?(code: string): void;
-  setEngines?(views: EngineView[]): void;
-  benchProgress?(p: BenchProgress): void;
-}
-
-export interface PoolOptions {
-  engines: readonly EngineConfig[];
-  /** ENGINES was set. Otherwise the one default engine runs as before: no heartbeat, no drains. */
-  explicit: boolean;
-  sshAgent?: string | undefined;
-  poolCidr: string;
-  /** DAEMON_IN_CONTAINER, for engines on this host (unix://). */
-  daemonInContainer?: boolean | undefined;
-  log: Logger;
-  observer?: PoolObserver;
-  /** Drain flags (`engines drain NAME`). */
-  kv?: Pick<KvRepo, "get">;
-  /** The meter relay image, built on the first engine (`docker`); needed once an engine is not on this host. */
-  relayImage?: (docker: Docker, signal?: AbortSignal) => Promise<BuiltImage>;
-  /**
-   * Ping period of explicit pools (default 5 s); an engine that has not answered one for
-   * `lostAfterMs` (default 25 s, two misses at least) is lost. 0: no heartbeat.
-   */
-  heartbeatMs?: number;
-  lostAfterMs?: number;
-  /** First probe delay of an engine that is down (doubling to 30 s). */
-  probeBaseMs?: number;
-  drainPollMs?: number;
-  /** A check (or a probe) taking longer than this fails (default 180 s: the first relay copy). */
-  checkTimeoutMs?: number;
-  /** Episodes waiting while no engine is ready fail (infra) after this long (default 10 min). */
-  noEngineMs?: number;
-  reapIntervalMs?: number;
-  /** Sandbox firewall; "off" only where the operator chose it. */
-  firewall?: "iptables" | "off";
-}
-
-/** Where one episode runs: what runEpisode needs of the engine. */
-export interface Placement {
-  engine: string;
-  sandbox: Sandbox;
-  /** The evaluation's signal, and the engine's loss. */
-  signal: AbortSignal;
-  /** The evaluation's images, placed on this engine before they are used. */
-  images(of: EpisodeImages): EpisodeImages;
-}
-
-export interface EvaluationPlacement {
-  /** Run one attempt of `scenario` on an engine; an engine lost meanwhile makes it `engine_lost` (infra). */
-  run(
-    scenario: string,
-    signal: AbortSignal,
-    fn: (p: Placement) => Promise<EpisodeResult>,
-    /** The episode's id, for the placement's log line. */
-    episode?: string,
-  ): Promise<EpisodeResult>;
-}
-
-interface ImageStats {
-  present: Set<string>;
-  wanted: number;
-  copies: number;
-  copiedBytes: number;
-  pulls: number;
-}
-
-interface PoolEngine {
-  cfg: EngineConfig;
-  conn: EngineConnection | undefined;
-  sandbox: Sandbox | undefined;
-  /** Not on this host: reached over tcp:// or ssh://, the meter through a relay. */
-  remote: boolean;
-  primary: boolean;
-  state: EngineView["state"];
-  since: number;
-  draining: boolean;
-  running: number;
-  episodes: { scored: number; failed: number };
-  failures: Record<string, number>;
-  lastError: EngineView["lastError"];
-  version: string | null;
-  lost: AbortController;
-  missedBeats: number;
-  lastBeatOk: number;
-  beating: boolean;
-  /** Image copies to this engine run one after the other (a copy is heavy for both engines). */
-  copyChain: Promise<unknown>;
-  /**
-   * The running evaluation's images are all here: only then does the engine take its episodes (the
-   * longest episodes go first; none should wait on a copy while another engine could start it).
-   */
-  imagesReady: boolean;
-  imagesRetry: NodeJS.Timeout | undefined;
-  probeFailures: number;
-  probeTimer: NodeJS.Timeout | undefined;
-  imageJobs: Map<string, Promise<void>>;
-  images: ImageStats;
-  log: Logger;
-}
 
 interface Waiter {
   avoid: ReadonlySet<string>;
   resolve: (e: PoolEngine) => void;
   reject: (err: unknown) => void;
-}
-
-const imageKey = (i: Pick<BuiltImage, "ref" | "id">) => `${i.ref}@${i.id}`;
-
-function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => void, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    p,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        onTimeout();
-        reject(new InfraError("engine_check_timeout", `${what} took longer than ${Math.round(ms / 1000)} s`));
-      }, ms);
-      timer.unref();
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
-
-function untilAborted<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return p;
-  signal.throwIfAborted();
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    p.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
-  });
 }
 
 export class EnginePool {
@@ -178,40 +48,24 @@ export class EnginePool {
   private readonly timers: NodeJS.Timeout[] = [];
   private readonly closing = new AbortController();
   private relay: Promise<BuiltImage> | undefined;
-  /** The running evaluation's images (prefetch): an engine that needs one gets them all in one copy. */
-  private wanted: readonly BuiltImage[] = [];
+  private readonly images: EngineImages;
   private noReadySince: number | undefined;
   private closed = false;
 
   private constructor(private readonly opts: PoolOptions) {
     this.log = opts.log;
-    this.engines = opts.engines.map((cfg, k) => ({
-      cfg,
-      conn: undefined,
-      sandbox: undefined,
-      remote: !cfg.url.startsWith("unix://"),
-      primary: k === 0,
-      state: "starting",
-      since: Date.now(),
-      draining: false,
-      running: 0,
-      episodes: { scored: 0, failed: 0 },
-      failures: {},
-      lastError: null,
-      version: null,
-      lost: new AbortController(),
-      missedBeats: 0,
-      lastBeatOk: Date.now(),
-      beating: false,
-      copyChain: Promise.resolve(),
-      imagesReady: true,
-      imagesRetry: undefined,
-      probeFailures: 0,
-      probeTimer: undefined,
-      imageJobs: new Map(),
-      images: { present: new Set(), wanted: 0, copies: 0, copiedBytes: 0, pulls: 0 },
-      log: opts.log.child({ engine: cfg.name }),
-    }));
+    this.engines = opts.engines.map((cfg, k) => newPoolEngine(cfg, k === 0, opts.log));
+    this.images = new EngineImages({
+      source: () => this.engines[0]!.conn!.docker,
+      signal: this.closing.signal,
+      closed: () => this.closed,
+      observer: opts.observer,
+      changed: () => this.update(),
+      ready: () => {
+        this.update();
+        this.pump();
+      },
+    });
   }
 
   /**
@@ -328,44 +182,19 @@ export class EnginePool {
   }
 
   /** Reachable, recent, Linux; its relay image present; its firewall installed; swept. */
-  private async check(e: PoolEngine): Promise<void> {
-    const conn = e.conn!;
-    await withTimeout(
-      (async () => {
-        const facts = await probeEngine(conn.docker);
-        e.version = facts.version;
-        let relayRef: string | undefined;
-        if (e.remote) {
-          const relay = await this.relayImage();
-          await this.ensureImagesOn(e, [relay], {});
-          relayRef = relay.ref;
-        }
-        e.sandbox ??= Sandbox.create({
-          docker: conn.docker,
-          poolCidr: this.opts.poolCidr,
-          log: e.log.child({ component: "sandbox" }),
-          ...(this.opts.firewall ? { firewall: this.opts.firewall } : {}),
-          ...(this.opts.reapIntervalMs !== undefined ? { reapIntervalMs: this.opts.reapIntervalMs } : {}),
-          ...(relayRef ? { remote: { relayImage: relayRef } } : {}),
-          ...(!e.remote && this.opts.daemonInContainer !== undefined
-            ? { daemonInContainer: this.opts.daemonInContainer }
-            : {}),
-          // Owner containers (a daemon in a container) live on this host's engine, if there is one.
-          ownerDocker: e.remote ? (this.engines.find((x) => !x.remote)?.conn?.docker ?? null) : conn.docker,
-        });
-        if (this.opts.explicit)
-          e.sandbox.engineWatch.onLost = () =>
-            this.markDown(
-              e,
-              "lost",
-              new Error("its event stream ended (the engine stopped, restarted or was cut off)"),
-            );
-        await e.sandbox.start();
-      })(),
-      this.opts.checkTimeoutMs ?? 180_000,
-      () => conn.sever("the engine's check timed out"),
-      `checking engine ${e.cfg.name}`,
-    );
+  private check(e: PoolEngine): Promise<void> {
+    return checkEngine(e, {
+      opts: this.opts,
+      relayImage: () => this.relayImage(),
+      images: this.images,
+      localDocker: this.engines.find((x) => !x.remote)?.conn?.docker ?? null,
+      onLost: () =>
+        this.markDown(
+          e,
+          "lost",
+          new Error("its event stream ended (the engine stopped, restarted or was cut off)"),
+        ),
+    });
   }
 
   private markReady(e: PoolEngine): void {
@@ -381,7 +210,7 @@ export class EnginePool {
       this.opts.observer?.clear?.(`engine_down:${e.cfg.name}`);
       e.log.info({ version: e.version }, "engine.back");
       // What it held before the outage is verified again before it takes episodes.
-      this.refreshImages(e);
+      this.images.refreshImages(e);
     }
     this.update();
     this.pump();
@@ -451,11 +280,8 @@ export class EnginePool {
     for (const e of this.engines) {
       if (e.state !== "ready" || e.beating || !e.conn) continue;
       e.beating = true;
-      type WithSignal = (o: { abortSignal: AbortSignal }) => Promise<unknown>;
-      const ping = e.conn.docker.ping as unknown as WithSignal;
       const lostAfter = this.opts.lostAfterMs ?? 25_000;
-      ping
-        .call(e.conn.docker, { abortSignal: AbortSignal.timeout(Math.max(2 * periodMs, 10_000)) })
+      pingWithin(e.conn.docker, Math.max(2 * periodMs, 10_000))
         .then(
           () => {
             e.missedBeats = 0;
@@ -612,7 +438,7 @@ export class EnginePool {
             engine: e.cfg.name,
             sandbox: e.sandbox!,
             signal: AbortSignal.any([signal, lost]),
-            images: (of) => this.imagesOn(e, of),
+            images: (of) => this.images.imagesOn(e, of),
           });
           if (lost.aborted && !signal.aborted) r = engineLost(r, e.cfg.name, lost.reason);
           if (r.status === "failed" && r.failure?.class === "infra") {
@@ -630,200 +456,18 @@ export class EnginePool {
 
   // ------------------------------------------------------------------ images
 
-  private imagesOn(e: PoolEngine, of: EpisodeImages): EpisodeImages {
-    if (e.primary) return of;
-    return {
-      sidecar: async (signal) => {
-        const img = await of.sidecar(signal);
-        await this.ensureImagesOn(e, [img, ...this.wanted], signal ? { signal } : {});
-        return img;
-      },
-      scenario: async (s, signal) => {
-        const img = await of.scenario(s, signal);
-        await this.ensureImagesOn(e, [img, ...this.wanted], signal ? { signal } : {});
-        return img;
-      },
-    };
-  }
+  // ------------------------------------------------------------------ images, views and shutdown
 
   /**
    * Place an evaluation's images on every other engine that takes episodes, in the background (one
    * copy per engine for all of them: shared layers travel once); episodes there wait for theirs.
    */
   prefetch(images: readonly BuiltImage[], onProgress?: (p: BenchProgress) => void): void {
-    this.wanted = images;
-    for (const e of this.engines) {
-      e.images.wanted = images.length;
-      if (e.primary) {
-        for (const i of images) e.images.present.add(imageKey(i));
-        continue;
-      }
-      if (e.state !== "ready" || e.cfg.slots === 0) continue;
-      this.refreshImages(e, onProgress);
-    }
-    this.update();
+    this.images.prefetch(this.engines, images, onProgress);
   }
-
-  /**
-   * Bring the wanted images to `e`, which takes episodes again once they are all there. A failed
-   * copy (a full disk, the engine away) is counted and tried again in 30 s while it is ready.
-   */
-  private refreshImages(e: PoolEngine, onProgress?: (p: BenchProgress) => void): void {
-    clearTimeout(e.imagesRetry);
-    e.imagesRetry = undefined;
-    const wanted = this.wanted;
-    if (e.primary || !wanted.length || this.closed) {
-      e.imagesReady = true;
-      return;
-    }
-    e.imagesReady = wanted.every((i) => e.images.present.has(imageKey(i)) && e.imageJobs.has(imageKey(i)));
-    this.ensureImagesOn(e, wanted, onProgress ? { onProgress } : {}).then(
-      () => {
-        if (this.wanted !== wanted) return;
-        e.imagesReady = true;
-        this.update();
-        this.pump();
-      },
-      (err) => {
-        const ve = toValidatorError(err, "image_copy_failed");
-        e.failures[ve.code] = (e.failures[ve.code] ?? 0) + 1;
-        e.lastError = { code: ve.code, message: ve.message, at: Date.now() };
-        e.log.warn({ code: ve.code, err: ve.message }, "engine.images_failed");
-        this.update();
-        if (this.closed || this.wanted !== wanted) return;
-        e.imagesRetry = setTimeout(() => {
-          if (e.state === "ready") this.refreshImages(e, onProgress);
-        }, 30_000);
-        e.imagesRetry.unref();
-      },
-    );
-  }
-
-  private async ensureImagesOn(
-    e: PoolEngine,
-    images: readonly BuiltImage[],
-    opts: { signal?: AbortSignal; onProgress?: (p: BenchProgress) => void },
-  ): Promise<void> {
-    const waits: Array<Promise<void>> = [];
-    const todo: BuiltImage[] = [];
-    for (const img of images) {
-      const job = e.imageJobs.get(imageKey(img));
-      if (job) waits.push(job);
-      else if (!todo.some((t) => imageKey(t) === imageKey(img))) todo.push(img);
-    }
-    if (todo.length) {
-      const job = e.copyChain.then(() => this.placeImages(e, todo, opts.onProgress));
-      e.copyChain = job.catch(() => undefined);
-      for (const img of todo) e.imageJobs.set(imageKey(img), job);
-      job.catch(() => {
-        for (const img of todo) if (e.imageJobs.get(imageKey(img)) === job) e.imageJobs.delete(imageKey(img));
-      });
-      waits.push(job);
-    }
-    await untilAborted(Promise.all(waits), opts.signal);
-  }
-
-  private async placeImages(
-    e: PoolEngine,
-    images: readonly BuiltImage[],
-    onProgress?: (p: BenchProgress) => void,
-  ): Promise<void> {
-    const docker = e.conn!.docker;
-    const source = this.engines[0]!.conn!.docker;
-    const progress = (
-      img: BuiltImage | string,
-      phase: BenchProgress["phase"],
-      extra: Partial<BenchProgress> = {},
-    ) => {
-      const p: BenchProgress = {
-        engine: e.cfg.name,
-        image: typeof img === "string" ? img : shortImage(img.ref),
-        ref: typeof img === "string" ? img : img.ref,
-        phase,
-        ...extra,
-      };
-      onProgress?.(p);
-      this.opts.observer?.benchProgress?.(p);
-    };
-    const missing: BuiltImage[] = [];
-    for (const img of images) {
-      if ((await imageIdOf(docker, img.ref)) === img.id) e.images.present.add(imageKey(img));
-      else missing.push(img);
-    }
-    // A registry's image: the engine pulls exactly that digest itself (no transit through this host).
-    const toCopy: BuiltImage[] = [];
-    for (const img of missing) {
-      if (!img.repoDigest) {
-        toCopy.push(img);
-        continue;
-      }
-      try {
-        progress(img, "pulling");
-        await pullDigestAs(docker, img.repoDigest, img.ref, { signal: this.closing.signal });
-        if ((await imageIdOf(docker, img.ref)) === img.id) {
-          e.images.pulls++;
-          e.images.present.add(imageKey(img));
-          progress(img, "ready");
-          continue;
-        }
-      } catch (err) {
-        e.log.warn({ image: img.repoDigest, err: (err as Error).message }, "engine.pull_failed_copying");
-      }
-      toCopy.push(img);
-    }
-    if (toCopy.length) {
-      const t0 = performance.now();
-      const what = toCopy.length === 1 ? shortImage(toCopy[0]!.ref) : `${toCopy.length} images`;
-      progress(what, "copying", { bytes: 0 });
-      e.log.info({ images: toCopy.map((i) => i.ref) }, "engine.images_copying");
-      const r = await copyImages(
-        source,
-        docker,
-        toCopy.map((i) => i.ref),
-        { signal: this.closing.signal, onProgress: (c) => progress(what, "copying", { bytes: c.bytes }) },
-      );
-      for (const img of toCopy) {
-        const id = await imageIdOf(docker, img.ref);
-        if (id !== img.id)
-          throw new InfraError(
-            "image_copy_failed",
-            `engine ${e.cfg.name}: ${img.ref} arrived as ${id ?? "nothing"}, not ${img.id}`,
-          );
-        e.images.present.add(imageKey(img));
-      }
-      e.images.copies += toCopy.length;
-      e.images.copiedBytes += r.bytes;
-      const ms = performance.now() - t0;
-      progress(what, "ready", { bytes: r.bytes, ms });
-      e.log.info({ images: toCopy.length, bytes: r.bytes, ms: Math.round(ms) }, "engine.images_copied");
-    }
-    this.update();
-  }
-
-  // ------------------------------------------------------------------ views and shutdown
 
   views(): EngineView[] {
-    return this.engines.map((e) => ({
-      name: e.cfg.name,
-      url: e.conn?.label ?? e.cfg.url,
-      primary: e.primary,
-      state: e.state,
-      draining: e.draining,
-      slots: e.cfg.slots ?? null,
-      running: e.running,
-      episodes: { ...e.episodes },
-      failures: { ...e.failures },
-      images: {
-        present: e.images.present.size,
-        wanted: e.images.wanted,
-        copies: e.images.copies,
-        copiedBytes: e.images.copiedBytes,
-        pulls: e.images.pulls,
-      },
-      version: e.version,
-      lastError: e.lastError,
-      since: e.since,
-    }));
+    return this.engines.map(viewOf);
   }
 
   /** The Docker client of engine `name` (tests, the CLI). */
@@ -847,63 +491,6 @@ export class EnginePool {
     for (const t of this.timers) clearInterval(t);
     const err = new InfraError("engine_pool_closed", "the engine pool is closing");
     for (const w of this.waiters.splice(0)) w.reject(err);
-    await Promise.all(
-      this.engines.map(async (e) => {
-        clearTimeout(e.probeTimer);
-        clearTimeout(e.imagesRetry);
-        if (!e.sandbox) return;
-        if (e.state !== "ready") {
-          // An engine that is down gets one short chance: if it answers again, what this process
-          // left there goes now; a silent one must not hold the shutdown (the next start sweeps it).
-          e.sandbox.engineWatch.stop();
-          e.sandbox.reaper.stop();
-          e.conn?.restore();
-          type WithSignal = (o: { abortSignal: AbortSignal }) => Promise<unknown>;
-          const ping = e.conn?.docker.ping as unknown as WithSignal | undefined;
-          const answers = await ping
-            ?.call(e.conn?.docker, { abortSignal: AbortSignal.timeout(5_000) })
-            .then(() => true)
-            .catch(() => false);
-          if (answers)
-            await withTimeout(
-              e.sandbox.close(),
-              30_000,
-              () => e.conn?.sever("closing"),
-              "the last sweep",
-            ).catch((x) => e.log.warn({ err: (x as Error).message }, "engine.close_failed"));
-          return;
-        }
-        await e.sandbox
-          .close()
-          .catch((x) => e.log.warn({ err: (x as Error).message }, "engine.close_failed"));
-      }),
-    );
+    await Promise.all(this.engines.map(closeEngine));
   }
-}
-
-function shortImage(ref: string): string {
-  return ref.replace(/^.*\//, "").replace(/:.*$/, "");
-}
-
-/** An attempt cut short by its engine's loss says nothing of the policy: infra, re-run elsewhere. */
-export function engineLost(r: EpisodeResult, engine: string, reason: unknown): EpisodeResult {
-  const why = reason instanceof Error ? reason.message : `engine ${engine} went away`;
-  return {
-    ...r,
-    status: "failed",
-    quality: 0,
-    failure: {
-      class: "infra",
-      code: "engine_lost",
-      message: `${why} during the episode; it runs again (on another engine while one has a free slot)`,
-    },
-    notes: [...r.notes, "engine_lost"],
-  };
-}
-
-/** Without a pool (tests that build an environment by hand): every episode on the one sandbox. */
-export function singleEngine(sandbox: Sandbox): EvaluationPlacement {
-  return {
-    run: (_scenario, signal, fn) => fn({ engine: "local", sandbox, signal, images: (of) => of }),
-  };
 }

@@ -8,7 +8,7 @@
  * container's own namespace, where an internal network has no route out.
  *
  * Debian bookworm's docker.io 20.10.24+dfsg1-1+deb12u1 carries no fix for it (its changelog names
- * CVE-2024-41110 only). Every episode container therefore gets --dns 127.0.0.1 (containers.ts): its own
+ * CVE-2024-41110 only). Every episode container therefore gets --dns 127.0.0.1 (container-spec.ts): its own
  * loopback, where nothing answers. Engines known to leak are named in a warning at start and by
  * `trajrl-validator check`; episodes run, because the setting closes the hole on them too.
  */

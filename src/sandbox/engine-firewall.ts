@@ -8,7 +8,8 @@
 import { randomBytes } from "node:crypto";
 import { InfraError } from "../errors.js";
 import type { Logger } from "../log.js";
-import { createContainer, readLogs, removeContainer, startContainer, waitExit } from "./containers.js";
+import { readLogs } from "./container-output.js";
+import { createContainer, removeContainer, startContainer, waitExit } from "./containers.js";
 import type { Docker } from "./docker.js";
 import { engineFirewallScript, verifyEngineFirewall } from "./firewall.js";
 import { LABEL, type SandboxSession } from "./labels.js";

@@ -1,31 +1,30 @@
 /** The sandbox's public face: Docker images, networks, containers, archives, limits and the reaper. */
+export { type FetchedPath, getPath, layerBytes, putFiles, statPath, watchLayer } from "./container-files.js";
 export {
-  attachStdin,
   CappedText,
   type CapturedLogs,
-  type ContainerSpec,
-  connectNetwork,
-  createContainer,
-  EPISODE_DNS_UPSTREAM,
   type ExecOptions,
   type ExecResult,
   execIn,
-  type FetchedPath,
-  getPath,
-  inspectContainer,
-  type Limits,
-  layerBytes,
-  type NetworkAttachment,
-  putFiles,
   readLogs,
-  removeContainer,
+} from "./container-output.js";
+export {
+  type ContainerSpec,
+  EPISODE_DNS_UPSTREAM,
+  type Limits,
+  type NetworkAttachment,
   SCENARIO_LIMITS,
   SIDECAR_LIMITS,
+} from "./container-spec.js";
+export {
+  attachStdin,
+  connectNetwork,
+  createContainer,
+  inspectContainer,
+  removeContainer,
   startContainer,
-  statPath,
   stopContainer,
   waitExit,
-  watchLayer,
 } from "./containers.js";
 export { assembleContext, type BuildContext, type ContextSource, imageHash } from "./context.js";
 export { DNS_CVE, type EngineDnsVerdict, engineDnsVerdict } from "./dns.js";

@@ -5,7 +5,10 @@
  * /healthz and `status` read it. In-memory only: what must survive a restart lives in SQLite.
  */
 import { EventEmitter } from "node:events";
-import type { EvaluationEvent } from "../evaluation/types.js";
+import type { EvaluationEvent } from "../evaluation/index.js";
+import type { EngineView } from "../pool/index.js";
+
+export type { EngineView };
 
 export interface LoopState {
   name: string;
@@ -92,32 +95,6 @@ export interface ImageProgressView {
   totalBytes?: number;
   note?: string;
   at: number;
-}
-
-/** One engine of the pool as the status page and /metrics show it (src/pool keeps it up to date). */
-export interface EngineView {
-  name: string;
-  /** The engine's URL without credentials. */
-  url: string;
-  /** The first engine builds and pulls the images and runs the bench's probes. */
-  primary: boolean;
-  /** ready: takes episodes; down: failed its checks or went away (probed back in); starting: being checked. */
-  state: "starting" | "ready" | "down";
-  /** `engines drain NAME`: no new episodes; running ones finish. */
-  draining: boolean;
-  /** Episodes at once; null: the evaluation's concurrency (the default single engine). */
-  slots: number | null;
-  running: number;
-  /** Episodes that ended on this engine since start, by how. */
-  episodes: { scored: number; failed: number };
-  /** Failures since start, by code: checks that failed, losses (`engine_lost`), infra failures of its episodes. */
-  failures: Record<string, number>;
-  /** Images of the current evaluation on this engine, and what was copied or pulled to get them. */
-  images: { present: number; wanted: number; copies: number; copiedBytes: number; pulls: number };
-  version: string | null;
-  lastError: { code: string; message: string; at: number } | null;
-  /** When the engine entered its state (unix ms). */
-  since: number;
 }
 
 export interface LiveStatusEvents {

@@ -25,4 +25,4 @@ export {
   type WinnerView,
 } from "./snapshot.js";
 export { Tally, type TallySnapshot } from "./tally.js";
-export { renderText } from "./text.js";
+export { engineTable, renderText } from "./text.js";

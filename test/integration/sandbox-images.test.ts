@@ -13,6 +13,7 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProjectImages } from "../../src/bench/index.js";
 import { ValidatorError } from "../../src/errors.js";
+import { ImageBuilder, type ImageSpec } from "../../src/sandbox/images.js";
 import {
   createContainer,
   readLogs,
@@ -20,8 +21,7 @@ import {
   SCENARIO_LIMITS,
   startContainer,
   waitExit,
-} from "../../src/sandbox/containers.js";
-import { ImageBuilder, type ImageSpec } from "../../src/sandbox/images.js";
+} from "../../src/sandbox/index.js";
 import { LABEL } from "../../src/sandbox/labels.js";
 import { requireDocker } from "../helpers/docker.js";
 import { REPO_ROOT } from "../helpers/episode.js";

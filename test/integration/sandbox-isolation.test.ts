@@ -21,7 +21,7 @@ import {
   SCENARIO_LIMITS,
   SIDECAR_LIMITS,
   startContainer,
-} from "../../src/sandbox/containers.js";
+} from "../../src/sandbox/index.js";
 import type { EpisodeScope } from "../../src/sandbox/reaper.js";
 import type { EpisodeTopology, Sandbox } from "../../src/sandbox/sandbox.js";
 import { dnsQuery, type OwnDnsServer, startDnsServer, udpQueryScript } from "../helpers/dns.js";

@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createContainer, SIDECAR_LIMITS, startContainer } from "../../src/sandbox/containers.js";
+import { createContainer, SIDECAR_LIMITS, startContainer } from "../../src/sandbox/index.js";
 import { LABEL, labelsFor, newSession, type SandboxSession } from "../../src/sandbox/labels.js";
 import type { Sandbox } from "../../src/sandbox/sandbox.js";
 import { BASE_IMAGE, countLabelled, openTestSandbox } from "../helpers/sandbox.js";

@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { CappedText, createOptions, demuxFrames, SIDECAR_LIMITS } from "../../src/sandbox/containers.js";
+import { CappedText, demuxFrames } from "../../src/sandbox/container-output.js";
+import { createOptions, SIDECAR_LIMITS } from "../../src/sandbox/container-spec.js";
 import { globToRegExp, imageHash, isIgnored, parseIgnore } from "../../src/sandbox/context.js";
 import { engineDnsVerdict } from "../../src/sandbox/dns.js";
 import { canonicalCidr, chainRules, jumpRules } from "../../src/sandbox/firewall.js";

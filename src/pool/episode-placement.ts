@@ -1,0 +1,47 @@
+/** Where one episode runs, as the evaluation sees it: a placement, an engine's loss, the one-sandbox case. */
+import type { EpisodeImages, EpisodeResult } from "../episode/index.js";
+import type { Sandbox } from "../sandbox/index.js";
+
+/** Where one episode runs: what runEpisode needs of the engine. */
+export interface Placement {
+  engine: string;
+  sandbox: Sandbox;
+  /** The evaluation's signal, and the engine's loss. */
+  signal: AbortSignal;
+  /** The evaluation's images, placed on this engine before they are used. */
+  images(of: EpisodeImages): EpisodeImages;
+}
+
+export interface EvaluationPlacement {
+  /** Run one attempt of `scenario` on an engine; an engine lost meanwhile makes it `engine_lost` (infra). */
+  run(
+    scenario: string,
+    signal: AbortSignal,
+    fn: (p: Placement) => Promise<EpisodeResult>,
+    /** The episode's id, for the placement's log line. */
+    episode?: string,
+  ): Promise<EpisodeResult>;
+}
+
+/** An attempt cut short by its engine's loss says nothing of the policy: infra, re-run elsewhere. */
+export function engineLost(r: EpisodeResult, engine: string, reason: unknown): EpisodeResult {
+  const why = reason instanceof Error ? reason.message : `engine ${engine} went away`;
+  return {
+    ...r,
+    status: "failed",
+    quality: 0,
+    failure: {
+      class: "infra",
+      code: "engine_lost",
+      message: `${why} during the episode; it runs again (on another engine while one has a free slot)`,
+    },
+    notes: [...r.notes, "engine_lost"],
+  };
+}
+
+/** Without a pool (tests that build an environment by hand): every episode on the one sandbox. */
+export function singleEngine(sandbox: Sandbox): EvaluationPlacement {
+  return {
+    run: (_scenario, signal, fn) => fn({ engine: "local", sandbox, signal, images: (of) => of }),
+  };
+}
