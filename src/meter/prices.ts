@@ -7,7 +7,8 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { InputError } from "../errors.js";
-import { canonicalJson, fromJs, sha256Hex } from "../pack/index.js";
+import { sha256Hex } from "../hash.js";
+import { canonicalJson, fromJs } from "../pack/index.js";
 import { type Pico, pricePerMillionToPico } from "./money.js";
 
 const modelId = z.string().min(1).max(200);
