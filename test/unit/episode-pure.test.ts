@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import {
   attributeAgentEnd,
@@ -7,7 +8,7 @@ import {
 } from "../../src/episode/attribution.js";
 import { formatCheckTable } from "../../src/episode/check.js";
 import { parseCtrf, parseReward, round4, scoreOf } from "../../src/episode/ctrf.js";
-import { deadline, sleep } from "../../src/episode/deadline.js";
+import { deadline } from "../../src/episode/deadline.js";
 
 const ctrf = (tests: Array<[string, string]>, summary?: object) =>
   JSON.stringify({
@@ -167,7 +168,7 @@ describe("failure attribution", () => {
 describe("deadlines", () => {
   it("expire on their own and follow their parent", async () => {
     const d = deadline(30);
-    await expect(sleep(1000, d.signal)).rejects.toBeDefined();
+    await expect(sleep(1000, undefined, { signal: d.signal })).rejects.toBeDefined();
     expect(d.expired).toBe(true);
     expect(d.elapsedMs()).toBeGreaterThanOrEqual(25);
     const parent = new AbortController();
