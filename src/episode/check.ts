@@ -19,6 +19,7 @@ import pLimit from "p-limit";
 import { InfraError, isAbortError, toValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { silentLogger } from "../log.js";
+import { round4 } from "../precision.js";
 import {
   type BuiltImage,
   createContainer,
@@ -34,7 +35,6 @@ import {
   waitExit,
 } from "../sandbox/index.js";
 import { gradeBenchDeliverable } from "./bench-verifier.js";
-import { round4 } from "./ctrf.js";
 import { deadline } from "./deadline.js";
 import type { EpisodeImages, EpisodeScenario } from "./types.js";
 import { dirEntries, type GradeResult, gradeDeliverable, reportContractOf } from "./verifier.js";

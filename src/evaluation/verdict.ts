@@ -2,6 +2,7 @@
  * Pure rules of an evaluation: what to do with an episode's outcome, and how outcomes become a
  * verdict or a discard. The rules, and where they differ from upstream's, are in ./README.md.
  */
+import { round4 } from "../precision.js";
 import type {
   EpisodeFailure,
   EpisodeOutcome,
@@ -78,10 +79,6 @@ export function followsThePack(
 /** The outcome a scenario is scored with when its failure follows the pack (see followsThePack). */
 export function chargedToPack(last: EpisodeOutcome, failure: EpisodeFailure): EpisodeOutcome {
   return { ...last, status: "scored", quality: 0, failure, chargedToPack: true };
-}
-
-export function round4(x: number): number {
-  return Math.round((x + Number.EPSILON) * 10_000) / 10_000;
 }
 
 /** Sum money in integer micro-dollars so per-model and per-scenario totals agree to the cent and beyond. */

@@ -7,8 +7,9 @@ import {
   upstreamFailing,
 } from "../../src/episode/attribution.js";
 import { formatCheckTable } from "../../src/episode/check.js";
-import { parseCtrf, parseReward, round4, scoreOf } from "../../src/episode/ctrf.js";
+import { parseCtrf, parseReward, scoreOf } from "../../src/episode/ctrf.js";
 import { deadline } from "../../src/episode/deadline.js";
+import { round4 } from "../../src/precision.js";
 
 const ctrf = (tests: Array<[string, string]>, summary?: object) =>
   JSON.stringify({
