@@ -3,7 +3,7 @@
  * honour an AbortSignal and a deadline.
  */
 import type { Codec } from "@polkadot/types/types";
-import { InfraError } from "../errors.js";
+import { type ErrorCode, InfraError } from "../errors.js";
 
 export const toNum = (c: Codec): number => {
   const v = c.toPrimitive();
@@ -21,7 +21,7 @@ export async function withDeadline<T>(
   p: Promise<T>,
   ms: number,
   signal: AbortSignal | undefined,
-  code: string,
+  code: ErrorCode,
 ): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   let onAbort: (() => void) | undefined;

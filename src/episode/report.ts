@@ -14,6 +14,7 @@
  *   is one, must match.
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import type { ErrorCode } from "../errors.js";
 import { type CtrfReport, parseCtrf, parseReward, scoreOf } from "./ctrf.js";
 import type { EpisodeFailure } from "./types.js";
 
@@ -94,8 +95,8 @@ export interface ReportVerdict {
   failure: EpisodeFailure | undefined;
 }
 
-const policy = (code: string, message: string): EpisodeFailure => ({ class: "policy", code, message });
-const infra = (code: string, message: string): EpisodeFailure => ({ class: "infra", code, message });
+const policy = (code: ErrorCode, message: string): EpisodeFailure => ({ class: "policy", code, message });
+const infra = (code: ErrorCode, message: string): EpisodeFailure => ({ class: "infra", code, message });
 
 function none(failure: EpisodeFailure, extra: Partial<ReportVerdict> = {}): ReportVerdict {
   return {

@@ -63,7 +63,7 @@ export interface ModelPrice {
   cacheRead: Pico;
 }
 
-function readJson(path: string, what: string): unknown {
+function readJson(path: string, what: "allowlist" | "price table"): unknown {
   let text: string;
   try {
     text = readFileSync(path, "utf8");
@@ -76,7 +76,10 @@ function readJson(path: string, what: string): unknown {
   try {
     return JSON.parse(text);
   } catch (err) {
-    throw new InputError(`${what.replace(/ /g, "_")}_invalid`, `${what} ${path}: ${(err as Error).message}`);
+    throw new InputError(
+      what === "allowlist" ? "allowlist_invalid" : "price_table_invalid",
+      `${what} ${path}: ${(err as Error).message}`,
+    );
   }
 }
 

@@ -158,8 +158,8 @@ describe("failure attribution", () => {
   });
 
   it("an upstream or infra failure outranks earlier policy ones", () => {
-    const p = { class: "policy" as const, code: "agent_timeout", message: "" };
-    const i = { class: "infra" as const, code: "verifier_no_result", message: "" };
+    const p = { class: "policy" as const, code: "agent_timeout" as const, message: "" };
+    const i = { class: "infra" as const, code: "verifier_no_result" as const, message: "" };
     expect(primaryFailure([p, i])).toBe(i);
     expect(primaryFailure([p])).toBe(p);
     expect(primaryFailure([])).toBeUndefined();
