@@ -70,6 +70,8 @@ export const ERROR_CODES = [
   "pipeline_unavailable",
   "strict_provenance_on_subnet",
   // engy-sim/
+  "engy_sim_http_error",
+  "invalid_fault_header",
   "invalid_latency_scale",
   "invalid_sim_profile",
   // episode/
@@ -80,6 +82,7 @@ export const ERROR_CODES = [
   "agent_signalled",
   "agent_timeout",
   "check_no_tests",
+  "deadline_exceeded",
   "engine_restarted",
   "episode_internal",
   "episode_state",
@@ -119,11 +122,12 @@ export const ERROR_CODES = [
   "unknown_token",
   // pack/
   "bad_policy_dir",
-  "empty_skill_md",
-  "invalid_pack_structure",
-  "missing_skill_md",
   "bad_policy_file",
   "binary_file",
+  "empty_skill_md",
+  "invalid_pack_structure",
+  "json_invalid",
+  "missing_skill_md",
   "pack_too_large_for_platform",
   "pack_verify_failed",
   "policy_files_unwritable",
