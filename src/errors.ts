@@ -6,6 +6,10 @@
  * - input:    something an operator or miner handed us (bad pack, bad flag, bad env) → a clear message, no trace
  * Callers branch on `code`, never on the message.
  */
+import type { ErrorCode } from "./error-codes.js";
+
+export type { ErrorCode } from "./error-codes.js";
+
 export type FailureClass = "policy" | "upstream" | "infra" | "input";
 
 export interface ValidatorErrorOptions {
@@ -15,12 +19,17 @@ export interface ValidatorErrorOptions {
 }
 
 export class ValidatorError extends Error {
-  readonly code: string;
+  readonly code: ErrorCode;
   readonly failureClass: FailureClass;
   readonly retryable: boolean;
   readonly detail: Record<string, unknown> | undefined;
 
-  constructor(failureClass: FailureClass, code: string, message: string, opts: ValidatorErrorOptions = {}) {
+  constructor(
+    failureClass: FailureClass,
+    code: ErrorCode,
+    message: string,
+    opts: ValidatorErrorOptions = {},
+  ) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = "ValidatorError";
     this.code = code;
@@ -36,35 +45,35 @@ export class ValidatorError extends Error {
 
 /** Bad input from an operator or a miner: printed as one line, never with a stack trace. */
 export class InputError extends ValidatorError {
-  constructor(code: string, message: string, opts: ValidatorErrorOptions = {}) {
+  constructor(code: ErrorCode, message: string, opts: ValidatorErrorOptions = {}) {
     super("input", code, message, { retryable: false, ...opts });
     this.name = "InputError";
   }
 }
 
 export class PolicyError extends ValidatorError {
-  constructor(code: string, message: string, opts: ValidatorErrorOptions = {}) {
+  constructor(code: ErrorCode, message: string, opts: ValidatorErrorOptions = {}) {
     super("policy", code, message, { retryable: false, ...opts });
     this.name = "PolicyError";
   }
 }
 
 export class UpstreamError extends ValidatorError {
-  constructor(code: string, message: string, opts: ValidatorErrorOptions = {}) {
+  constructor(code: ErrorCode, message: string, opts: ValidatorErrorOptions = {}) {
     super("upstream", code, message, { retryable: true, ...opts });
     this.name = "UpstreamError";
   }
 }
 
 export class InfraError extends ValidatorError {
-  constructor(code: string, message: string, opts: ValidatorErrorOptions = {}) {
+  constructor(code: ErrorCode, message: string, opts: ValidatorErrorOptions = {}) {
     super("infra", code, message, { retryable: true, ...opts });
     this.name = "InfraError";
   }
 }
 
 /** Anything thrown that is not ours is our bug or the machine's: infra. */
-export function toValidatorError(err: unknown, code = "internal_error"): ValidatorError {
+export function toValidatorError(err: unknown, code: ErrorCode = "internal_error"): ValidatorError {
   if (err instanceof ValidatorError) return err;
   if (isAbortError(err))
     return new InfraError("aborted", "the operation was aborted", { cause: err, retryable: false });

@@ -13,11 +13,8 @@
  * requested references. See docker/images/sandbox-agent/README.md.
  */
 import { execFile } from "node:child_process";
-import { readFile } from "node:fs/promises";
-import { homedir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { z } from "zod";
 import { InfraError, InputError, isAbortError } from "../errors.js";
 import { exists } from "../fs.js";
 import type { Logger } from "../log.js";
@@ -32,6 +29,7 @@ import {
 import { loadCatalogue, type Scenario, selectScenarios } from "../scenarios/index.js";
 import { VERSION } from "../version.js";
 import { ProjectImages } from "./project-images.js";
+import { registryAuthForHost } from "./registry-auth.js";
 
 /** Where the image's own files are, repository-relative. */
 export const SANDBOX_AGENT_DIR = "docker/images/sandbox-agent";
@@ -137,19 +135,6 @@ export interface PushAuth {
   serveraddress?: string;
 }
 
-const DockerConfigFile = z.object({
-  auths: z
-    .record(
-      z.string(),
-      z.object({
-        auth: z.string().optional(),
-        username: z.string().optional(),
-        password: z.string().optional(),
-      }),
-    )
-    .optional(),
-});
-
 /**
  * Credentials for `registry`: the explicit pair when given, else the `auths` entry of the Docker
  * config file (`<dir>/config.json`; credential helpers are not consulted), else anonymous.
@@ -158,29 +143,7 @@ export async function pushAuthFor(
   registry: string,
   opts: { username?: string; password?: string; dockerConfigDir?: string } = {},
 ): Promise<PushAuth> {
-  if (opts.username && opts.password)
-    return { username: opts.username, password: opts.password, serveraddress: registry };
-  const dir = opts.dockerConfigDir ?? join(homedir(), ".docker");
-  const text = await readFile(join(dir, "config.json"), "utf8").catch(() => undefined);
-  if (text === undefined) return {};
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return {};
-  }
-  const cfg = DockerConfigFile.safeParse(parsed);
-  for (const [key, entry] of Object.entries(cfg.success ? (cfg.data.auths ?? {}) : {})) {
-    if (key.replace(/^https?:\/\//, "").split("/")[0] !== registry) continue;
-    if (entry.username && entry.password)
-      return { username: entry.username, password: entry.password, serveraddress: registry };
-    if (entry.auth) {
-      const pair = Buffer.from(entry.auth, "base64").toString("utf8");
-      const i = pair.indexOf(":");
-      if (i > 0) return { username: pair.slice(0, i), password: pair.slice(i + 1), serveraddress: registry };
-    }
-  }
-  return {};
+  return (await registryAuthForHost(registry, opts)) ?? {};
 }
 
 // ---- the build -------------------------------------------------------------------------------

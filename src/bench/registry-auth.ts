@@ -65,7 +65,18 @@ export async function registryAuthFor(
     dockerConfigDir?: string | undefined;
   },
 ): Promise<RegistryAuth | undefined> {
-  const host = registryOf(ref);
+  return registryAuthForHost(registryOf(ref), opts);
+}
+
+/** Credentials for the registry at `host`: the explicit pair first, else the Docker config file. */
+export async function registryAuthForHost(
+  host: string,
+  opts: {
+    username?: string | undefined;
+    password?: string | undefined;
+    dockerConfigDir?: string | undefined;
+  },
+): Promise<RegistryAuth | undefined> {
   if (opts.username && opts.password)
     return { username: opts.username, password: opts.password, serveraddress: host };
   const dir = opts.dockerConfigDir ?? join(homedir(), ".docker");

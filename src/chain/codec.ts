@@ -3,7 +3,7 @@
  * honour an AbortSignal and a deadline.
  */
 import type { Codec } from "@polkadot/types/types";
-import { InfraError } from "../errors.js";
+import { type ErrorCode, InfraError } from "../errors.js";
 
 export const toNum = (c: Codec): number => {
   const v = c.toPrimitive();
@@ -16,25 +16,12 @@ export const toBig = (c: Codec): bigint => BigInt(c.toString());
 export const toBool = (c: Codec): boolean => c.toPrimitive() === true;
 export const toList = <T>(c: Codec): T[] => c.toPrimitive() as T[];
 
-/** Resolve after `ms`, or at once when `signal` aborts. Never rejects. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
-}
-
 /** `p`, or an InfraError `code` after `ms`, or the signal's reason when it aborts first. */
 export async function withDeadline<T>(
   p: Promise<T>,
   ms: number,
   signal: AbortSignal | undefined,
-  code: string,
+  code: ErrorCode,
 ): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   let onAbort: (() => void) | undefined;

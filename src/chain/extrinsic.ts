@@ -6,13 +6,14 @@
  * a second inclusion impossible, so a lost connection never double-submits.
  */
 import { performance } from "node:perf_hooks";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { ApiPromise, WsProvider } from "@polkadot/api";
 import type { QueryableModuleStorage, SubmittableExtrinsic } from "@polkadot/api/types";
 import type { Codec } from "@polkadot/types/types";
 import { u8aToHex } from "@polkadot/util";
 import { InfraError, InputError, isAbortError, ValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
-import { sleep, toBool, toNum, withDeadline } from "./codec.js";
+import { toBool, toNum, withDeadline } from "./codec.js";
 import { parsePoolRejection, weightsErrorKind } from "./errors.js";
 import type { Hotkey } from "./keys.js";
 import { buildTimelockedCommit } from "./timelock.js";
@@ -326,7 +327,7 @@ export class WeightsSender {
           if (isAbortError(err)) return aborted();
           t.log.debug({ err: (err as Error).message }, "chain.weights.scan_failed");
         }
-        await sleep(this.opts.pollIntervalMs, t.signal);
+        await sleep(this.opts.pollIntervalMs, undefined, { signal: t.signal }).catch(() => undefined);
       }
       w = next;
     }

@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { InputError } from "../errors.js";
+import { numberFlag } from "./flags.js";
 import { out } from "./io.js";
 
 interface EngySimFlags {
@@ -10,23 +10,6 @@ interface EngySimFlags {
   scenarios?: string;
   latencyScale?: string;
   apiKey?: string[];
-}
-
-function number(
-  flag: string,
-  value: string | undefined,
-  min: number,
-  max: number,
-  int = false,
-): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (value.trim() === "" || !Number.isFinite(n) || n < min || n > max || (int && !Number.isInteger(n)))
-    throw new InputError(
-      "invalid_flag",
-      `--${flag} ${value}: expected ${int ? "an integer" : "a number"} in [${min}, ${max}]`,
-    );
-  return n;
 }
 
 export function registerEngySim(program: Command): void {
@@ -46,9 +29,9 @@ export function registerEngySim(program: Command): void {
     )
     .option("--api-key <key...>", "accepted bearer tokens (default: any non-empty token)")
     .action(async (flags: EngySimFlags) => {
-      const port = number("port", flags.port, 0, 65535, true);
-      const seed = number("seed", flags.seed, 0, Number.MAX_SAFE_INTEGER, true);
-      const latencyScale = number("latency-scale", flags.latencyScale, 0, 100);
+      const port = numberFlag("port", flags.port, 0, 65535, true);
+      const seed = numberFlag("seed", flags.seed, 0, Number.MAX_SAFE_INTEGER, true);
+      const latencyScale = numberFlag("latency-scale", flags.latencyScale, 0, 100);
       const [{ loadConfig }, { createLogger }, { startEngySim }, pino] = await Promise.all([
         import("../config.js"),
         import("../log.js"),

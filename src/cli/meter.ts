@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { InputError } from "../errors.js";
+import { numberFlag } from "./flags.js";
 import { out } from "./io.js";
 
 interface MeterFlags {
@@ -11,16 +12,6 @@ interface MeterFlags {
   episode?: string;
   allowlist?: string;
   prices?: string;
-}
-
-function parseNumber(flag: string, value: string, min: number, max: number, int: boolean): number {
-  const n = Number(value);
-  if (value.trim() === "" || !Number.isFinite(n) || n < min || n > max || (int && !Number.isInteger(n)))
-    throw new InputError(
-      "invalid_flag",
-      `--${flag} ${value}: expected ${int ? "an integer" : "a number"} in [${min}, ${max}]`,
-    );
-  return n;
 }
 
 export function registerMeter(program: Command): void {
@@ -38,8 +29,8 @@ export function registerMeter(program: Command): void {
     .option("--allowlist <file>", "allowlist JSON (default: the repo's allowlist.json)")
     .option("--prices <file>", "price table JSON (default: the repo's price-table.json)")
     .action(async (flags: MeterFlags) => {
-      const cap = parseNumber("cap", flags.cap, 0, 1000, false);
-      const port = parseNumber("port", flags.port, 0, 65535, true);
+      const cap = numberFlag("cap", flags.cap, 0, 1000, false);
+      const port = numberFlag("port", flags.port, 0, 65535, true);
       try {
         new URL(flags.upstream);
       } catch {

@@ -8,6 +8,7 @@
  * /test.sh + /tests/ layout, VERIFIER_NETWORK). Prints a table; exit 1 if any fails.
  */
 import type { Command } from "commander";
+import { numberFlag } from "./flags.js";
 import { humanOutput, out, warn } from "./io.js";
 import { parseSpecFlag, type ScenariosDirFlags, scenariosDirOf } from "./scenarios-flags.js";
 
@@ -47,9 +48,7 @@ export function registerScenariosCheck(scenarios: Command): void {
         );
       if ([names.length > 0, flags.suite !== undefined, spec !== undefined].filter(Boolean).length > 1)
         throw new InputError("invalid_flag", "name the scenarios one way: NAMES, --suite or --spec");
-      const concurrency = flags.concurrency === undefined ? 2 : Number(flags.concurrency);
-      if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 16)
-        throw new InputError("invalid_flag", `--concurrency ${flags.concurrency}: expected 1..16`);
+      const concurrency = numberFlag("concurrency", flags.concurrency, 1, 16, true) ?? 2;
       const [
         { loadConfig },
         { createLogger },

@@ -15,6 +15,7 @@
  * next start resumes it), let the outbox attempt in flight finish, close chain, environment, db.
  */
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { type ChainClient, type Hotkey, loadHotkey, PolkadotChainClient } from "../chain/index.js";
 import { type Config, lockedEnvWarning } from "../config.js";
 import { InfraError, InputError, toValidatorError, ValidatorError } from "../errors.js";
@@ -363,7 +364,7 @@ export class Daemon {
 
   private async shutdown(): Promise<void> {
     // A start still opening things finishes first (its failure path closes on its own).
-    while (this.state === "starting") await new Promise((r) => setTimeout(r, 20));
+    while (this.state === "starting") await sleep(20);
     if (this.state === "stopped") return;
     this.state = "stopping";
     const t0 = performance.now();

@@ -3,6 +3,7 @@
  * start gate), scenario progress events, the verdict for a pack that could not be fetched, and
  * the log upload's eval id. No I/O, no clock. The winner cross-checks are in winner-check.ts.
  */
+import type { ErrorCode } from "../errors.js";
 import type { EpisodePhase, EvaluationEvent } from "../evaluation/index.js";
 import {
   assessEpoch,
@@ -193,7 +194,7 @@ export const HEALTH_ISSUE_MAX = 256;
  * by the next score POST the platform accepts (validator.py `_health_issue`). A provider failure reads
  * as upstream's line; any other discard names its code and reason. Never longer than 256 characters.
  */
-export function healthIssueOf(epochId: number, code: string, message: string): string {
+export function healthIssueOf(epochId: number, code: ErrorCode, message: string): string {
   const text =
     code === "llm_provider_failure"
       ? `infra: every scenario failed with no billed model call (epoch ${epochId}); check the Engy key, credits, network, and the policy sidecar's route to the meter`

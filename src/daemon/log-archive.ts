@@ -9,7 +9,7 @@
 import { lstat, open, readdir, readFile } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 import { gzipSync } from "node:zlib";
-import tar from "tar-stream";
+import { packTar } from "../sandbox/index.js";
 
 // ---------------------------------------------------------------------------------------------
 // Capturing the daemon's log lines (a pino destination next to stdout)
@@ -136,27 +136,11 @@ export async function buildArchive(
         .join("\n");
       parts.push({ name: "TRUNCATED.txt", data: Buffer.from(`${note}\n`) });
     }
-    const gz = gzipSync(await packTar(parts));
+    const gz = gzipSync(await packTar(parts, { mtime: new Date() }));
     if (gz.length <= maxBytes) return { gz, truncated, files: parts.length };
     budget = Math.floor(budget / 2);
   }
-  return { gz: gzipSync(await packTar([])), truncated: {}, files: 0 };
-}
-
-async function packTar(entries: readonly ArchiveEntry[]): Promise<Buffer> {
-  const pack = tar.pack();
-  const chunks: Buffer[] = [];
-  const done = new Promise<Buffer>((resolve, reject) => {
-    pack.on("data", (c) => {
-      chunks.push(c as Buffer);
-    });
-    pack.on("end", () => resolve(Buffer.concat(chunks)));
-    pack.on("error", reject);
-  });
-  const mtime = new Date();
-  for (const e of entries) pack.entry({ name: e.name, mode: 0o644, mtime }, e.data);
-  pack.finalize();
-  return done;
+  return { gz: gzipSync(await packTar([], { mtime: new Date() })), truncated: {}, files: 0 };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,10 +2,10 @@
  * The simulator's chat-completions handler: validate the request, apply the fault plan, let the
  * brain plan the turn, count tokens, and answer whole or as a stream at the profile's speed.
  */
-import { createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
+import { sha256Hex } from "../hash.js";
 import type { Logger } from "../log.js";
 import { planTurn } from "./brain.js";
 import type { PrefixCache } from "./cache.js";
@@ -71,8 +71,7 @@ export interface ChatContext {
   tokenizer: Tokenizer;
 }
 
-const hex = (...parts: (string | number)[]) =>
-  createHash("sha256").update(parts.join("\u001f")).digest("hex");
+const hex = (...parts: (string | number)[]) => sha256Hex(parts.join("\u001f"));
 
 export async function handleChat(ctx: ChatContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const { seed, profile, scenarios, faults, cache, stats, log, now, scale, tokenizer: tk } = ctx;

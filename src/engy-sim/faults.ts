@@ -12,6 +12,7 @@
  *   drip=MS               one small chunk every MS (stream: one token per chunk; non-stream: 64-byte slices)
  */
 import { z } from "zod";
+import { InputError } from "../errors.js";
 import { draw } from "./rng.js";
 
 export const FAULT_KINDS = ["429", "503", "stall", "cut", "error", "no_usage", "drip"] as const;
@@ -58,8 +59,12 @@ export interface RequestFaults {
   noUsage: boolean;
 }
 
-export class FaultHeaderError extends Error {
-  readonly code = "invalid_fault_header";
+/** A malformed `x-sim-fault` header: the caller's input (answered 400 with this code). */
+export class FaultHeaderError extends InputError {
+  constructor(message: string) {
+    super("invalid_fault_header", message);
+    this.name = "FaultHeaderError";
+  }
 }
 
 const ITEM = /^(429|503|stall|cut|error|no-usage|no_usage|drip)(?:=(\d+(?:\.\d+)?))?((?:;[a-z-]+=\d+)*)$/;

@@ -1,12 +1,19 @@
 /** The simulator's small HTTP pieces: OpenAI-shaped errors, the body reader, waits and cuts. */
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { ValidatorError } from "../errors.js";
 import { type ErrorShape, errorBody } from "./wire.js";
 
 export const MAX_BODY_BYTES = 64 * 1024 * 1024;
 
-export class HttpError extends Error {
+/**
+ * An error answer of the simulator, in OpenAI's shape (`shape.code` is the wire's code). A refusal
+ * of the request is the caller's input; a 429 or 5xx stands for the provider (upstream).
+ */
+export class HttpError extends ValidatorError {
   constructor(readonly shape: ErrorShape) {
-    super(shape.message);
+    const upstream = shape.status === 429 || shape.status >= 500;
+    super(upstream ? "upstream" : "input", "engy_sim_http_error", shape.message, { retryable: upstream });
+    this.name = "HttpError";
   }
 }
 

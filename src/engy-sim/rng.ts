@@ -1,10 +1,5 @@
 import { createHash } from "node:crypto";
 
-/** Lowercase hex sha256 of a string (UTF-8). */
-export function sha256Hex(text: string): string {
-  return createHash("sha256").update(text, "utf8").digest("hex");
-}
-
 /**
  * A uniform draw in [0, 1) from a key, never from a stateful generator: the same key gives the same
  * number in every process and every request. Callers key draws on (seed, scenario, attempt, decision)

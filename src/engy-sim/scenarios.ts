@@ -5,7 +5,7 @@
  */
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { sha256Hex } from "./rng.js";
+import { sha256Hex } from "../hash.js";
 
 export interface SimScenario {
   name: string;

@@ -10,6 +10,7 @@
  * turns.jsonl and transcript.txt are root's, in root's /workspace, and a process of another uid
  * can neither write them, nor signal, trace or read the memory of the agent.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { agentCommandArgv, agentEnv, DEFAULT_AGENT_COMMAND } from "../../agent/contract.js";
 import { InfraError } from "../errors.js";
 import {
@@ -28,7 +29,7 @@ import {
   watchLayer,
 } from "../sandbox/index.js";
 import type { AgentEndFacts, KillReason } from "./attribution.js";
-import { deadline, sleep } from "./deadline.js";
+import { deadline } from "./deadline.js";
 import type { EpisodeRun } from "./run-context.js";
 import type { Sidecar } from "./sidecar.js";
 import type { AgentDiskLimit, EpisodeTimeouts } from "./types.js";

@@ -24,6 +24,7 @@ import {
   uniqueName,
   waitExit,
 } from "../sandbox/index.js";
+import { NO_SCORE } from "./report.js";
 import { FILES_VERIFIER_DISK_LIMIT, type GradeResult, layerBytes, watchDisk } from "./verifier.js";
 
 export const BENCH_REWARD_PATH = "/logs/verifier/reward.txt";
@@ -116,17 +117,11 @@ export async function gradeBenchDeliverable(input: BenchGradeInput): Promise<Gra
     const diskBytes = (await layerBytes(c)) ?? disk.bytes;
     if (disk.over)
       return {
-        quality: 0,
-        tests: 0,
-        passed: 0,
-        reward: undefined,
-        ctrf: undefined,
-        ctrfText: undefined,
+        ...NO_SCORE,
         log: "",
         exitCode,
         timedOut: false,
         durationMs: performance.now() - t0,
-        forgedReports: 0,
         diskBytes,
         failure: {
           class: "policy",
@@ -144,17 +139,11 @@ export async function gradeBenchDeliverable(input: BenchGradeInput): Promise<Gra
     if (reward.kind !== "file") {
       // No reward.txt: upstream scores 0 and does not read ctrf.json.
       return {
-        quality: 0,
-        tests: 0,
-        passed: 0,
-        reward: undefined,
-        ctrf: undefined,
-        ctrfText: undefined,
+        ...NO_SCORE,
         log,
         exitCode,
         timedOut,
         durationMs,
-        forgedReports: 0,
         diskBytes,
         failure: undefined,
       };

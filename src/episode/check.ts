@@ -14,11 +14,12 @@ import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import pLimit from "p-limit";
 import { InfraError, isAbortError, toValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { silentLogger } from "../log.js";
+import { round4 } from "../precision.js";
+import { REPO_ROOT } from "../repo.js";
 import {
   type BuiltImage,
   createContainer,
@@ -34,7 +35,6 @@ import {
   waitExit,
 } from "../sandbox/index.js";
 import { gradeBenchDeliverable } from "./bench-verifier.js";
-import { round4 } from "./ctrf.js";
 import { deadline } from "./deadline.js";
 import type { EpisodeImages, EpisodeScenario } from "./types.js";
 import { dirEntries, type GradeResult, gradeDeliverable, reportContractOf } from "./verifier.js";
@@ -42,9 +42,7 @@ import { dirEntries, type GradeResult, gradeDeliverable, reportContractOf } from
 export const AGENT_USER = "10000:10000";
 const DELIVERABLE_CAP = 64 * 1024 * 1024;
 /** The probe every scenario's grader must withstand (bash and python3 at once). */
-export const HOSTILE_PROBE_PATH = fileURLToPath(
-  new URL("../../scenarios/_tools/hostile-probe", import.meta.url),
-);
+export const HOSTILE_PROBE_PATH = join(REPO_ROOT, "scenarios/_tools/hostile-probe");
 
 export interface CheckRow {
   scenario: string;

@@ -88,8 +88,3 @@ export function scoreOf(ctrf: CtrfReport | undefined, reward: number | undefined
     return { quality: reward, tests: ctrf?.tests ?? 0, passed: ctrf?.passed ?? 0, source: "reward" };
   return undefined;
 }
-
-/** Scores are compared and summed at 4 decimal places (the wire's precision). */
-export function round4(x: number): number {
-  return Math.round(x * 10_000) / 10_000;
-}

@@ -2,6 +2,8 @@
  * Deadlines as AbortSignals, measured on the monotonic clock. A deadline is one signal that
  * every wait in its scope takes; `expired` tells a deadline apart from an outer abort.
  */
+import { InfraError } from "../errors.js";
+
 export interface Deadline {
   readonly signal: AbortSignal;
   /** true once the deadline itself fired (not the parent). */
@@ -13,10 +15,15 @@ export interface Deadline {
   clear(): void;
 }
 
-export class DeadlineExceeded extends Error {
+/**
+ * The reason a deadline's signal aborts with. Whoever waits on the deadline decides what its expiry
+ * means (an agent timeout, a verifier timeout, …); one that escapes its scope is our own infra.
+ * Named like the platform's own timeout (DOMException "TimeoutError").
+ */
+export class DeadlineExceeded extends InfraError {
   override readonly name = "TimeoutError";
   constructor(readonly ms: number) {
-    super(`deadline of ${ms} ms exceeded`);
+    super("deadline_exceeded", `deadline of ${ms} ms exceeded`, { detail: { ms } });
   }
 }
 
@@ -52,19 +59,4 @@ export function deadline(ms: number, parent?: AbortSignal): Deadline {
       parent?.removeEventListener("abort", onParent);
     },
   };
-}
-
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const t = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(t);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }

@@ -9,6 +9,7 @@
  * left nothing, a post-mortem export runs. The model endpoint is the policy sidecar with the
  * episode's token as key: never the provider key, and the agent network reaches nothing else.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { InfraError } from "../errors.js";
 import {
   type BuiltImage,
@@ -23,7 +24,6 @@ import {
   startContainer,
 } from "../sandbox/index.js";
 import type { AgentProcess } from "./agent.js";
-import { sleep } from "./deadline.js";
 import type { EpisodeRun } from "./run-context.js";
 import { POLICY_PORT } from "./sidecar.js";
 

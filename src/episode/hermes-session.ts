@@ -8,6 +8,7 @@
  */
 import { z } from "zod";
 import { fingerprint } from "../meter/index.js";
+import { round4 } from "../precision.js";
 
 export interface HermesAnswer {
   /** Index of the message in the session's `messages`. */
@@ -135,7 +136,7 @@ export function upstreamProvenance(
     total,
     matched,
     unmatched: unmatched.slice(0, 50),
-    coverage: total ? Math.round((matched / total) * 1e4) / 1e4 : null,
+    coverage: total ? round4(matched / total) : null,
   };
 }
 

@@ -9,7 +9,7 @@ export {
   checkScenarios,
   formatCheckTable,
 } from "./check.js";
-export { type CtrfReport, parseCtrf, parseReward, round4, scoreOf } from "./ctrf.js";
+export { type CtrfReport, parseCtrf, parseReward, scoreOf } from "./ctrf.js";
 export { type Deadline, deadline } from "./deadline.js";
 export { POLICY_PORT, runEpisode } from "./episode.js";
 export type {

@@ -14,6 +14,7 @@
  *   is one, must match.
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import type { ErrorCode } from "../errors.js";
 import { type CtrfReport, parseCtrf, parseReward, scoreOf } from "./ctrf.js";
 import type { EpisodeFailure } from "./types.js";
 
@@ -94,21 +95,22 @@ export interface ReportVerdict {
   failure: EpisodeFailure | undefined;
 }
 
-const policy = (code: string, message: string): EpisodeFailure => ({ class: "policy", code, message });
-const infra = (code: string, message: string): EpisodeFailure => ({ class: "infra", code, message });
+const policy = (code: ErrorCode, message: string): EpisodeFailure => ({ class: "policy", code, message });
+const infra = (code: ErrorCode, message: string): EpisodeFailure => ({ class: "infra", code, message });
+
+/** A verifier run that yields no score: nothing read, nothing forged. */
+export const NO_SCORE = {
+  quality: 0,
+  tests: 0,
+  passed: 0,
+  reward: undefined,
+  ctrf: undefined,
+  ctrfText: undefined,
+  forgedReports: 0,
+} as const satisfies Omit<ReportVerdict, "failure">;
 
 function none(failure: EpisodeFailure, extra: Partial<ReportVerdict> = {}): ReportVerdict {
-  return {
-    quality: 0,
-    tests: 0,
-    passed: 0,
-    reward: undefined,
-    ctrf: undefined,
-    ctrfText: undefined,
-    forgedReports: 0,
-    ...extra,
-    failure,
-  };
+  return { ...NO_SCORE, ...extra, failure };
 }
 
 export function judgeReport(f: VerifierFacts): ReportVerdict {

@@ -5,6 +5,7 @@
  * while watching for the container's exit, whichever comes first.
  */
 import { request } from "node:http";
+import { setTimeout as sleep } from "node:timers/promises";
 import { InfraError } from "../errors.js";
 import { type Pack, POLICY_DIR_TMPFS_BYTES, policyTarEntries } from "../pack/index.js";
 import {
@@ -25,7 +26,7 @@ import {
   type TarEntry,
   waitExit,
 } from "../sandbox/index.js";
-import { type Deadline, deadline, sleep } from "./deadline.js";
+import { type Deadline, deadline } from "./deadline.js";
 import type { EpisodeRun } from "./run-context.js";
 import type { EpisodeRuntime, SidecarSdk } from "./types.js";
 
@@ -254,7 +255,7 @@ async function pollHealth(
   const healthy = (async (): Promise<HealthOutcome | undefined> => {
     while (!signal.aborted) {
       if (await httpOk(url, signal, bodyIncludes)) return { kind: "healthy" };
-      await sleep(25, signal).catch(() => undefined);
+      await sleep(25, undefined, { signal }).catch(() => undefined);
     }
     return undefined;
   })();

@@ -1,4 +1,4 @@
-import type { FailureClass } from "../errors.js";
+import type { ErrorCode, FailureClass } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { Activity, Listener, ModelUsage, Receipt, UsageSummary } from "../meter/index.js";
 import type { Pack } from "../pack/index.js";
@@ -31,7 +31,7 @@ export interface EpisodeScenario {
 
 export interface EpisodeFailure {
   class: Exclude<FailureClass, "input">;
-  code: string;
+  code: ErrorCode;
   message: string;
 }
 

@@ -10,8 +10,8 @@
  * minted before its sidecar starts. Monotonic time throughout (upstream reads the wall clock for the
  * idle rule; a clock step cannot trip or hold ours).
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import type { KillReason } from "./attribution.js";
-import { sleep } from "./deadline.js";
 import type { EpisodeMeter } from "./types.js";
 
 /** The watchdog's verdict at one instant (pure): trip with a reason, or the ms until it could. */
@@ -48,7 +48,9 @@ export async function watchdog(
       return undefined;
     }
     if ("trip" in check) return check.trip;
-    await sleep(Math.max(10, Math.min(pollMs, check.waitMs + 5)), signal).catch(() => undefined);
+    await sleep(Math.max(10, Math.min(pollMs, check.waitMs + 5)), undefined, { signal }).catch(
+      () => undefined,
+    );
   }
   return undefined;
 }

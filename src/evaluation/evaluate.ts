@@ -7,8 +7,8 @@ import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import pLimit from "p-limit";
 import { isAbortError, toValidatorError } from "../errors.js";
+import { sha256Hex } from "../hash.js";
 import type { Logger } from "../log.js";
-import { sha256Hex } from "../pack/index.js";
 import type { EvaluationRepo } from "../store/index.js";
 import type {
   EpisodeOutcome,

@@ -32,7 +32,6 @@ export {
   mergeUsage,
   rejectionVerdict,
   retryReason,
-  round4,
   scenarioVerdict,
   TRUNCATED,
 } from "./verdict.js";

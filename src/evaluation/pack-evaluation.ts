@@ -6,7 +6,7 @@
 import { join, resolve } from "node:path";
 import type { BenchProgress, BenchResolution, PreparedBench } from "../bench/index.js";
 import { runEpisode } from "../episode/index.js";
-import { isAbortError, toValidatorError } from "../errors.js";
+import { type ErrorCode, isAbortError, toValidatorError } from "../errors.js";
 import type { PackResult } from "../pack/index.js";
 import { judgePolicyScan, PolicyScanUnencodable } from "../policy/index.js";
 import { singleEngine } from "../pool/index.js";
@@ -106,7 +106,7 @@ function recordRejection(
   req: PackEvaluationRequest,
   spec: number,
   packHash: string,
-  rejection: { code: string; message: string },
+  rejection: { code: ErrorCode; message: string },
   provenance: Provenance,
 ): EvaluationResult {
   const id = newEvaluationId();

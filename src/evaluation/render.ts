@@ -7,6 +7,7 @@
  * whole spec or suite, as the subnet counts it (`$/session`, the verdict's total).
  */
 import { specLabel } from "../scenarios/index.js";
+import { textSpendBar } from "../spend-bar.js";
 import type { EpisodePhase, EvaluationEvent, Verdict } from "./types.js";
 
 const PHASE_LABEL: Record<EpisodePhase, string> = {
@@ -124,7 +125,7 @@ export class ProgressView {
     for (const [name, r] of this.rows) {
       const live = r.phase === "running" || r.phase === "starting" || r.phase === "verifying";
       const elapsed = live && r.startedAt !== undefined ? now - r.startedAt : r.elapsedMs;
-      const bar = spendBar(r.spentUsd, r.capUsd);
+      const bar = textSpendBar(r.spentUsd, r.capUsd);
       const q = r.quality !== undefined ? `q=${r.quality.toFixed(2)}` : "";
       const retry = r.attempt > 1 ? ` (try ${r.attempt})` : "";
       lines.push(
@@ -140,12 +141,6 @@ export class ProgressView {
     this.stream.write(`${up}${lines.map((l) => `\x1b[2K${l}`).join("\n")}\n`);
     this.lastLines = lines.length;
   }
-}
-
-function spendBar(spent: number, cap: number): string {
-  const width = 10;
-  const filled = cap > 0 ? Math.min(width, Math.round((spent / cap) * width)) : 0;
-  return `[${"#".repeat(filled)}${".".repeat(width - filled)}]`;
 }
 
 export function verdictTable(v: Verdict): string {

@@ -2,13 +2,11 @@
  * The HTML report of an `eval` run: one self-contained file (inline CSS and SVG, no scripts),
  * a leaderboard when several packs ran, then per pack the per-scenario quality and the cost by model.
  */
+import { esc } from "../html-escape.js";
 import { specLabel } from "../scenarios/index.js";
 import type { LeaderboardEntry } from "./render.js";
 import { fmtSecs, fmtUsd, sessionCosts } from "./render.js";
 import type { Verdict } from "./types.js";
-
-const esc = (s: string) =>
-  s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
 
 const PALETTE = ["#3b82f6", "#f59e0b", "#10b981", "#ef4444", "#8b5cf6", "#14b8a6", "#f97316", "#64748b"];
 

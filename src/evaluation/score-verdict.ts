@@ -7,9 +7,9 @@
  * and the bench's digests and identity.
  */
 import type { ScoreVerdict } from "../platform/index.js";
+import { round4 } from "../precision.js";
 import { LOCKED_JUDGE_MODEL, llmModelLabel } from "../subnet.js";
 import type { ScenarioVerdict, Verdict } from "./types.js";
-import { round4 } from "./verdict.js";
 
 export const HARNESS_LABEL = "trajrl-bench";
 

@@ -1,6 +1,6 @@
 import type { BenchProgress, BenchSource } from "../bench/index.js";
 import type { EpisodeMeter, EpisodeTimeouts } from "../episode/index.js";
-import type { FailureClass } from "../errors.js";
+import type { ErrorCode, FailureClass } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { EnginePool } from "../pool/index.js";
 import type { Sandbox } from "../sandbox/index.js";
@@ -19,7 +19,7 @@ export interface ModelUsage {
 
 export interface EpisodeFailure {
   class: FailureClass;
-  code: string;
+  code: ErrorCode;
   message: string;
 }
 
@@ -150,7 +150,7 @@ export interface Verdict {
 
 export type EvaluationResult =
   | { kind: "verdict"; evaluationId: string; verdict: Verdict }
-  | { kind: "discarded"; evaluationId: string; code: string; message: string }
+  | { kind: "discarded"; evaluationId: string; code: ErrorCode; message: string }
   | { kind: "aborted"; evaluationId: string; reason: string };
 
 export interface EvaluationEvent {

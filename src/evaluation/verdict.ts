@@ -2,6 +2,8 @@
  * Pure rules of an evaluation: what to do with an episode's outcome, and how outcomes become a
  * verdict or a discard. The rules, and where they differ from upstream's, are in ./README.md.
  */
+import type { ErrorCode } from "../errors.js";
+import { round4 } from "../precision.js";
 import type {
   EpisodeFailure,
   EpisodeOutcome,
@@ -16,17 +18,24 @@ export const MAX_ATTEMPTS = 4; // the first run + 3 re-runs (upstream's scenario
 export type Disposition = "final" | "retry" | "unresolved";
 
 /** The re-run reason of a truncation: the model cut off before the agent's first tool call. */
-export const TRUNCATED = "truncated_before_tool_call";
+export const TRUNCATED = "truncated_before_tool_call" as const;
+
+/** Why a scenario runs again: a failure's code or a truncation. */
+export type RetryReason = ErrorCode | typeof TRUNCATED;
 
 /**
  * Codes only the validator's side produces, whatever the pack does: never charged to a pack.
  * (engine_restarted: the Docker engine went away; sidecar_killed: a kill we did not send; aborted:
  * our own shutdown.)
  */
-const VALIDATOR_ONLY = new Set(["engine_restarted", "sidecar_killed", "aborted"]);
+const VALIDATOR_ONLY: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  "engine_restarted",
+  "sidecar_killed",
+  "aborted",
+]);
 
 /** Why an outcome is not a result yet (an upstream/infra failure's code, or a truncation), else null. */
-export function retryReason(outcome: EpisodeOutcome): string | null {
+export function retryReason(outcome: EpisodeOutcome): RetryReason | null {
   const f = outcome.failure;
   if (f !== undefined && (f.class === "upstream" || f.class === "infra")) return f.code;
   return outcome.truncatedBeforeToolCall ? TRUNCATED : null;
@@ -45,7 +54,7 @@ export function dispose(outcome: EpisodeOutcome, attempt: number, maxAttempts = 
  * as upstream waits for a provider's rate-limit window to pass (20 s × 3ᵏ: 20, 60, 180 s); other
  * re-runs 2, 8, 30 s.
  */
-export function backoffMs(attempt: number, scale = 1, reason?: string | null): number {
+export function backoffMs(attempt: number, scale = 1, reason?: RetryReason | null): number {
   const k = Math.max(0, attempt - 1);
   if (reason === TRUNCATED) return Math.round(20_000 * 3 ** Math.min(k, 2) * scale);
   const table = [2_000, 8_000, 30_000];
@@ -78,10 +87,6 @@ export function followsThePack(
 /** The outcome a scenario is scored with when its failure follows the pack (see followsThePack). */
 export function chargedToPack(last: EpisodeOutcome, failure: EpisodeFailure): EpisodeOutcome {
   return { ...last, status: "scored", quality: 0, failure, chargedToPack: true };
-}
-
-export function round4(x: number): number {
-  return Math.round((x + Number.EPSILON) * 10_000) / 10_000;
 }
 
 /** Sum money in integer micro-dollars so per-model and per-scenario totals agree to the cent and beyond. */
@@ -133,10 +138,12 @@ export function looksLikeProviderFailure(outcomes: readonly EpisodeOutcome[]): b
  *   infra_incomplete      ours: any episode left unresolved after its re-runs (upstream would post
  *                         a 0 for it: a score the validator cannot vouch for)
  */
+export type DiscardCode = Extract<ErrorCode, "validator_infra" | "llm_provider_failure" | "infra_incomplete">;
+
 export function discardReason(
   finals: ReadonlyArray<{ outcome: EpisodeOutcome; disposition: Disposition }>,
   maxAttempts = MAX_ATTEMPTS,
-): { code: string; message: string } | null {
+): { code: DiscardCode; message: string } | null {
   if (finals.length === 0) return null;
   const unresolved = finals.filter((f) => f.disposition === "unresolved");
   const names = (fs: typeof finals) =>
@@ -219,7 +226,7 @@ export function rejectionVerdict(args: {
   evaluationId: string;
   packHash: string;
   spec: number;
-  code: string;
+  code: ErrorCode;
   message: string;
   provenance: Provenance;
   at: string;

@@ -27,8 +27,6 @@ export { formatUsd6, type Pico, picoToUsd, usdToPico } from "./money.js";
 export {
   type Allowlist,
   compilePrices,
-  DEFAULT_ALLOWLIST_PATH,
-  DEFAULT_PRICE_TABLE_PATH,
   loadAllowlist,
   loadPriceTable,
   type ModelPrice,

@@ -4,10 +4,11 @@
  * rather than forward calls it cannot bill.
  */
 import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { InputError } from "../errors.js";
-import { canonicalJson, fromJs, sha256Hex } from "../pack/index.js";
+import { sha256Hex } from "../hash.js";
+import { canonicalJson, fromJs } from "../pack/index.js";
+import { ALLOWLIST_FILE, PRICE_TABLE_FILE } from "../repo.js";
 import { type Pico, pricePerMillionToPico } from "./money.js";
 
 const modelId = z.string().min(1).max(200);
@@ -62,10 +63,7 @@ export interface ModelPrice {
   cacheRead: Pico;
 }
 
-export const DEFAULT_ALLOWLIST_PATH = fileURLToPath(new URL("../../allowlist.json", import.meta.url));
-export const DEFAULT_PRICE_TABLE_PATH = fileURLToPath(new URL("../../price-table.json", import.meta.url));
-
-function readJson(path: string, what: string): unknown {
+function readJson(path: string, what: "allowlist" | "price table"): unknown {
   let text: string;
   try {
     text = readFileSync(path, "utf8");
@@ -78,7 +76,10 @@ function readJson(path: string, what: string): unknown {
   try {
     return JSON.parse(text);
   } catch (err) {
-    throw new InputError(`${what.replace(/ /g, "_")}_invalid`, `${what} ${path}: ${(err as Error).message}`);
+    throw new InputError(
+      what === "allowlist" ? "allowlist_invalid" : "price_table_invalid",
+      `${what} ${path}: ${(err as Error).message}`,
+    );
   }
 }
 
@@ -98,11 +99,11 @@ export function parsePriceTable(value: unknown, source = "price table"): PriceTa
   return r.data;
 }
 
-export function loadAllowlist(path: string = DEFAULT_ALLOWLIST_PATH): Allowlist {
+export function loadAllowlist(path: string = ALLOWLIST_FILE): Allowlist {
   return parseAllowlist(readJson(path, "allowlist"), path);
 }
 
-export function loadPriceTable(path: string = DEFAULT_PRICE_TABLE_PATH): PriceTable {
+export function loadPriceTable(path: string = PRICE_TABLE_FILE): PriceTable {
   return parsePriceTable(readJson(path, "price table"), path);
 }
 

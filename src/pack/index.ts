@@ -14,7 +14,6 @@ export {
   type Rejection,
   type RejectionCode,
   SKILL_MD,
-  sha256Hex,
   validatePackValue,
 } from "./pack.js";
 export {

@@ -3,7 +3,7 @@
  * Pure: hashing, verification and upstream's structure rules with upstream's rejection codes
  * (README.md here states them and where each comes from).
  */
-import { createHash } from "node:crypto";
+import { sha256Hex } from "../hash.js";
 import {
   isPyBlank,
   PyJsonError,
@@ -61,10 +61,6 @@ const reject = (code: RejectionCode, message: string): PackResult => ({
   ok: false,
   rejection: { code, message },
 });
-
-export function sha256Hex(data: string | Uint8Array): string {
-  return createHash("sha256").update(data).digest("hex");
-}
 
 /** The canonical form: Python `json.dumps(pack, sort_keys=True)`. */
 export function canonicalJson(value: PyValue): string {

@@ -6,6 +6,7 @@
  * and print non-ASCII raw; pack hashes are computed by Python validators over their re-serialization,
  * so ours must be byte-identical or we reject valid packs.
  */
+import { InputError } from "../errors.js";
 
 /** A Python float, kept apart from ints so `1.0` stays `1.0`. */
 export class PyFloat {
@@ -17,7 +18,7 @@ export type PyObject = Map<string, PyValue>;
 export type PyValue = null | boolean | string | bigint | PyFloat | PyValue[] | PyObject;
 
 /** Messages follow Python's: "Expecting value: line 1 column 7 (char 6)". */
-export class PyJsonError extends Error {
+export class PyJsonError extends InputError {
   constructor(
     message: string,
     readonly position: number,
@@ -26,7 +27,9 @@ export class PyJsonError extends Error {
     const before = text.slice(0, position);
     const line = before.split("\n").length;
     const column = position - before.lastIndexOf("\n");
-    super(`${message}: line ${line} column ${column} (char ${position})`);
+    super("json_invalid", `${message}: line ${line} column ${column} (char ${position})`, {
+      detail: { position },
+    });
     this.name = "PyJsonError";
   }
 }

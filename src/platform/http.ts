@@ -19,8 +19,11 @@ export interface BoundedRequest {
   signal?: AbortSignal;
   dispatcher?: Dispatcher;
   /** Error code prefix: "platform" → platform_timeout, platform_unreachable, … */
-  codePrefix: string;
+  codePrefix: CodePrefix;
 }
+
+/** Whose request it is: "platform" → platform_timeout, platform_unreachable, … */
+export type CodePrefix = "platform" | "pack_fetch";
 
 export interface BoundedResponse {
   status: number;
@@ -32,7 +35,7 @@ export interface BoundedResponse {
 
 /** Thrown when the body exceeds maxBodyBytes; `class` decided by the caller's context. */
 export class BodyTooLargeError extends InfraError {
-  constructor(codePrefix: string, limit: number, seen: number) {
+  constructor(codePrefix: CodePrefix, limit: number, seen: number) {
     super(`${codePrefix}_response_too_large`, `response body exceeds ${limit} bytes (read ${seen})`, {
       retryable: false,
       detail: { limit, seen },

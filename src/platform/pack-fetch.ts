@@ -11,7 +11,7 @@ import { mkdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import { isIP } from "node:net";
 import { join } from "node:path";
 import { Agent, type Dispatcher } from "undici";
-import { InputError, ValidatorError } from "../errors.js";
+import { type ErrorCode, InputError, ValidatorError } from "../errors.js";
 import { type Logger, silentLogger } from "../log.js";
 import { loadPack, MAX_FETCH_BYTES, type PackResult } from "../pack/index.js";
 import { isPublicAddress, NonPublicAddressError, publicOnlyLookup } from "./address.js";
@@ -130,7 +130,7 @@ export async function fetchPack(url: string, opts: FetchPackOptions = {}): Promi
   }
 }
 
-function httpUrl(raw: string, code: string, what: string): URL {
+function httpUrl(raw: string, code: ErrorCode, what: string): URL {
   let u: URL;
   try {
     u = new URL(raw);

@@ -2,7 +2,7 @@
  * The score submission's wire rules (pure): the body as the platform expects it, and what its HTTP
  * answer means (delivered, duplicate, finalized, worth sending again, or rejected for good).
  */
-import { InputError } from "../errors.js";
+import { type ErrorCode, InputError } from "../errors.js";
 import type { ScoreReceipt, ScoreVerdict } from "./schemas.js";
 import { errorText } from "./schemas.js";
 import { isRetryableStatus } from "./transport.js";
@@ -15,9 +15,9 @@ export type ScoreOutcome =
   /** 409: the epoch is closed; nothing more to do for it. */
   | { kind: "finalized"; status: 409; message: string }
   /** Timeout, network failure, 408/425/429, 5xx, or a 2xx other than 200. */
-  | { kind: "retryable"; status: number | null; code: string; message: string }
+  | { kind: "retryable"; status: number | null; code: ErrorCode; message: string }
   /** Any other 4xx (bad body, bad signature, not a validator, unknown epoch): sending again will not help. */
-  | { kind: "rejected"; status: number; code: string; message: string };
+  | { kind: "rejected"; status: number; code: ErrorCode; message: string };
 
 /** 409 texts: the documented ones are "epoch is finalized" and "duplicate". */
 export function classifyConflict(text: string): "finalized" | "duplicate" | "conflict" {

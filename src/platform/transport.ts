@@ -4,7 +4,7 @@
  * as one event. Fire-and-forget POSTs return their failure instead of throwing.
  */
 import type { Dispatcher, FormData } from "undici";
-import { InfraError, isAbortError, ValidatorError } from "../errors.js";
+import { type ErrorCode, InfraError, isAbortError, ValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { BodyTooLargeError, type BoundedResponse, boundedRequest } from "./http.js";
 import { describeZodError, errorText } from "./schemas.js";
@@ -14,7 +14,7 @@ const MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
 /** Result of a fire-and-forget POST (heartbeat, logs, progress): never throws. */
 export type PostResult<R = undefined> =
   | { ok: true; status: number; receipt: R | null }
-  | { ok: false; status: number | null; code: string; message: string; retryable: boolean };
+  | { ok: false; status: number | null; code: ErrorCode; message: string; retryable: boolean };
 
 export const isRetryableStatus = (status: number) =>
   status === 408 || status === 425 || status === 429 || status >= 500;
@@ -118,7 +118,7 @@ export class PlatformTransport {
   }
 }
 
-export function notOk(status: number | null, code: string, message: string, retryable: boolean) {
+export function notOk(status: number | null, code: ErrorCode, message: string, retryable: boolean) {
   return { ok: false as const, status, code, message, retryable };
 }
 

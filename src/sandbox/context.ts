@@ -7,6 +7,7 @@ import { createHash } from "node:crypto";
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join, posix, relative, sep } from "node:path";
 import { InfraError } from "../errors.js";
+import { sha256Hex } from "../hash.js";
 import type { TarEntry } from "./tar.js";
 
 /** Never part of a context: VCS data, dependency trees and byte-code caches. */
@@ -139,7 +140,7 @@ export async function assembleContext(
   const files = [...byPath.values()].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   const h = createHash("sha256");
   for (const f of files) {
-    h.update(`${f.path}\0${f.mode.toString(8)}\0${createHash("sha256").update(f.data).digest("hex")}\n`);
+    h.update(`${f.path}\0${f.mode.toString(8)}\0${sha256Hex(f.data)}\n`);
   }
   return { files, filesHash: h.digest("hex") };
 }

@@ -3,7 +3,7 @@
  * dockerode (the engine's HTTP API on its socket); nothing shells out to the docker CLI.
  */
 import Docker from "dockerode";
-import { InfraError, isAbortError, ValidatorError } from "../errors.js";
+import { type ErrorCode, InfraError, isAbortError, ValidatorError } from "../errors.js";
 
 export type { Container, default as Docker } from "dockerode";
 
@@ -126,7 +126,7 @@ export function dockerMessage(err: unknown): string {
  * Run one engine call; any failure becomes an InfraError with a stable code (the engine, the disk
  * or our own request is at fault, never the miner). Aborts propagate unchanged so callers can tell.
  */
-export async function engine<T>(code: string, what: string, fn: () => Promise<T>): Promise<T> {
+export async function engine<T>(code: ErrorCode, what: string, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {

@@ -2,9 +2,10 @@
  * Labels on every container and network an episode makes: the reaper finds leftovers by them
  * (a crashed daemon, a SIGKILL) and tests count them to prove nothing is left behind.
  */
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
+import { sha256Hex } from "../hash.js";
 
 export const LABEL = {
   /** sidecar | agent | verifier | check | net-agent | net-meter | probe | relay | engine-firewall */
@@ -118,7 +119,7 @@ export function labelsFor(
 export function uniqueName(s: string, max = 40): string {
   const safe = safeName(s, Number.MAX_SAFE_INTEGER);
   if (safe.length <= max) return safe;
-  return `${safe.slice(0, max - 9)}-${createHash("sha256").update(s).digest("hex").slice(0, 8)}`;
+  return `${safe.slice(0, max - 9)}-${sha256Hex(s).slice(0, 8)}`;
 }
 
 export function safeName(s: string, max = 40): string {

@@ -5,6 +5,7 @@
  * of a dead process on this host (a pid that is gone, or a pid started again since: the boot label),
  * objects of a daemon container the engine no longer has, and anything past its expiry.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "../log.js";
 import { silentLogger } from "../log.js";
 import { type Docker, dockerMessage, ignoreGone } from "./docker.js";
@@ -93,7 +94,7 @@ export async function removeNetworkForcefully(docker: Docker, idOrName: string):
     for (const id of Object.keys(info?.Containers ?? {})) {
       await ignoreGone(() => net.disconnect({ Container: id, Force: true }));
     }
-    await new Promise((r) => setTimeout(r, 200 * (attempt + 1)));
+    await sleep(200 * (attempt + 1));
   }
 }
 

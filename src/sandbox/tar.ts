@@ -17,8 +17,8 @@ export interface TarEntry {
   gid?: number;
 }
 
-/** A deterministic tar (fixed mtime, given order) of the entries. */
-export async function packTar(entries: readonly TarEntry[]): Promise<Buffer> {
+/** A tar of the entries in the given order; deterministic with the default mtime (the epoch). */
+export async function packTar(entries: readonly TarEntry[], opts: { mtime?: Date } = {}): Promise<Buffer> {
   const pack = tar.pack();
   const chunks: Buffer[] = [];
   const done = new Promise<Buffer>((resolve, reject) => {
@@ -28,7 +28,7 @@ export async function packTar(entries: readonly TarEntry[]): Promise<Buffer> {
     pack.on("end", () => resolve(Buffer.concat(chunks)));
     pack.on("error", reject);
   });
-  const mtime = new Date(0);
+  const mtime = opts.mtime ?? new Date(0);
   for (const e of entries) {
     const name = e.name.replace(/^\/+/, "");
     if (e.type === "directory") {

@@ -7,6 +7,7 @@
 import { createHash } from "node:crypto";
 import { lstat, readdir, readFile, readlink } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
+import { sha256Hex } from "../hash.js";
 
 export interface DigestEntry {
   /** Path relative to the scenario folder, '/'-separated. */
@@ -31,13 +32,11 @@ export function digestOf(entries: readonly DigestEntry[]): string {
   return h.digest("hex");
 }
 
-const sha256 = (data: Buffer | string) => createHash("sha256").update(data).digest("hex");
-
 async function collect(root: string, at: string, out: DigestEntry[]): Promise<void> {
   const st = await lstat(at);
   const rel = relative(root, at).split(sep).join("/");
   if (st.isSymbolicLink()) {
-    out.push({ path: rel, kind: "symlink", executable: false, sha256: sha256(await readlink(at)) });
+    out.push({ path: rel, kind: "symlink", executable: false, sha256: sha256Hex(await readlink(at)) });
   } else if (st.isDirectory()) {
     for (const name of (await readdir(at)).sort()) {
       if (!IGNORED(name)) await collect(root, join(at, name), out);
@@ -47,7 +46,7 @@ async function collect(root: string, at: string, out: DigestEntry[]): Promise<vo
       path: rel,
       kind: "file",
       executable: (st.mode & 0o111) !== 0,
-      sha256: sha256(await readFile(at)),
+      sha256: sha256Hex(await readFile(at)),
     });
   }
 }

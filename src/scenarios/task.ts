@@ -6,7 +6,7 @@
 import { posix } from "node:path";
 import { parse as parseToml } from "smol-toml";
 import { z } from "zod";
-import { InputError } from "../errors.js";
+import { type ErrorCode, InputError } from "../errors.js";
 
 /** Protocol caps (DESIGN.md: 600 s per scenario for the agent; graders get at most 300 s). */
 export const MAX_AGENT_TIMEOUT_SEC = 600;
@@ -16,7 +16,7 @@ export const DEFAULT_VERIFIER_TIMEOUT_SEC = 300;
 
 /** A scenario folder or file that does not meet the contract; the message names file and field. */
 export class ScenarioError extends InputError {
-  constructor(code: string, message: string, detail?: Record<string, unknown>) {
+  constructor(code: ErrorCode, message: string, detail?: Record<string, unknown>) {
     super(code, message, detail ? { detail } : {});
     this.name = "ScenarioError";
   }

@@ -5,7 +5,9 @@
  * style: the page is served with a strict Content-Security-Policy; bars and the chart are inline SVG
  * (presentation attributes are not styles).
  */
+import { esc } from "../html-escape.js";
 import { specLabel } from "../scenarios/index.js";
+import { spendFraction } from "../spend-bar.js";
 import { ago, duration, isoOf, score, shortHash, shortKey, usd, weightShares } from "./format.js";
 import type {
   AlarmView,
@@ -15,19 +17,6 @@ import type {
   StatusSnapshot,
   VerdictSummary,
 } from "./snapshot.js";
-
-const ESCAPES: Record<string, string> = {
-  "&": "&amp;",
-  "<": "&lt;",
-  ">": "&gt;",
-  '"': "&quot;",
-  "'": "&#39;",
-};
-
-/** Escape for both text and quoted attribute values. Everything from outside goes through this. */
-export function esc(v: unknown): string {
-  return String(v ?? "").replace(/[&<>"']/g, (c) => ESCAPES[c]!);
-}
 
 /** A tagged template that escapes every interpolation except those wrapped by `raw()`. */
 class Raw {
@@ -59,7 +48,7 @@ const phaseClass = (p: string) => (PHASES.has(p) ? `phase-${p}` : "phase-unknown
 const ACTIVE = new Set(["starting", "running", "verifying", "retrying"]);
 
 function spendBar(spent: number, cap: number): Raw {
-  const frac = cap > 0 ? Math.max(0, Math.min(1, spent / cap)) : 0;
+  const frac = spendFraction(spent, cap);
   const cls = frac >= 1 ? "bar-over" : frac >= 0.8 ? "bar-high" : "bar-ok";
   const w = (frac * 100).toFixed(1);
   return h`<svg class="bar" viewBox="0 0 100 8" preserveAspectRatio="none" role="img" aria-label="${usd(spent)} of ${usd(cap)}"><rect class="bar-bg" x="0" y="0" width="100" height="8" rx="2"/><rect class="${cls}" x="0" y="0" width="${w}" height="8" rx="2"/></svg>`;

@@ -1,5 +1,6 @@
 /** The status summary for a terminal (`trajrl-validator status`): the page's content as plain text. Pure. */
 import { specLabel } from "../scenarios/index.js";
+import { textSpendBar } from "../spend-bar.js";
 import type { EngineView } from "../status/index.js";
 import { ago, duration, score, shortHash, shortKey, usd, weightShares } from "./format.js";
 import type { StatusSnapshot } from "./snapshot.js";
@@ -12,12 +13,6 @@ function table(headers: string[], rows: string[][], right: ReadonlySet<number> =
       .join("  ")
       .trimEnd();
   return [line(headers), ...rows.map(line)].map((l) => `  ${l}`);
-}
-
-function bar(spent: number, cap: number, width = 10): string {
-  const frac = cap > 0 ? Math.max(0, Math.min(1, spent / cap)) : 0;
-  const n = Math.round(frac * width);
-  return `[${"#".repeat(n)}${".".repeat(width - n)}]`;
 }
 
 /** The pool's engines as table lines (`status`, `engines`). */
@@ -110,7 +105,7 @@ export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): str
           p.failure ? `${p.phase} (${p.failure.code})` : p.phase,
           p.attempt ? String(p.attempt) : "–",
           p.phase === "queued" ? "–" : duration(p.elapsedMs),
-          bar(p.spentUsd, p.capUsd),
+          textSpendBar(p.spentUsd, p.capUsd),
           `${usd(p.spentUsd)} / ${usd(p.capUsd)}`,
           p.quality === undefined ? "–" : score(p.quality),
         ]),

@@ -261,7 +261,7 @@ export function corePipeline(o: CorePipelineOptions): { pipeline: Pipeline; seen
           tests: 4,
           passed: s.infra ? 0 : passed,
           ...(s.infra
-            ? { failure: { class: "infra" as const, code: "docker_gone", message: "scripted" } }
+            ? { failure: { class: "infra" as const, code: "docker_timeout", message: "scripted" } }
             : {}),
           // A scripted infra failure strikes before any model call (our Docker, not the pack).
           costUsd: s.infra ? 0 : 0.01,

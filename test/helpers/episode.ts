@@ -4,7 +4,7 @@
  * content hash, reused across runs).
  */
 import { readFile } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { parse as parseToml } from "smol-toml";
 import { ProjectImages } from "../../src/bench/index.js";
 import { type EngySim, type SimProfileOverride, startEngySim } from "../../src/engy-sim/index.js";
@@ -13,10 +13,11 @@ import type { Logger } from "../../src/log.js";
 import { silentLogger } from "../../src/log.js";
 import { loadAllowlist, loadPriceTable, Meter } from "../../src/meter/index.js";
 import { loadPack, type Pack } from "../../src/pack/index.js";
+import { REPO_ROOT } from "../../src/repo.js";
 import type { Sandbox } from "../../src/sandbox/sandbox.js";
 import { openTestSandbox } from "./sandbox.js";
 
-export const REPO_ROOT = resolve(import.meta.dirname, "../..");
+export { REPO_ROOT };
 export const SCENARIOS_DIR = join(REPO_ROOT, "scenarios");
 
 export interface EpisodeRig {

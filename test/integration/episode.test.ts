@@ -10,9 +10,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { draw } from "../../src/engy-sim/index.js";
-import { round4 } from "../../src/episode/ctrf.js";
 import type { EpisodeScenario } from "../../src/episode/index.js";
 import { type EpisodeResult, type RunEpisodeOptions, runEpisode } from "../../src/episode/index.js";
+import { round4 } from "../../src/precision.js";
 import { type EpisodeRig, packOf, shippedScenario, startEpisodeRig } from "../helpers/episode.js";
 import { countLabelled } from "../helpers/sandbox.js";
 

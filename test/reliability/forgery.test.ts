@@ -16,10 +16,11 @@ import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseCtrf, round4 } from "../../src/episode/ctrf.js";
+import { parseCtrf } from "../../src/episode/ctrf.js";
 import { runEpisode } from "../../src/episode/episode.js";
 import type { EpisodeResult, EpisodeScenario } from "../../src/episode/types.js";
 import { type GradeResult, gradeDeliverable, reportContractOf } from "../../src/episode/verifier.js";
+import { round4 } from "../../src/precision.js";
 import { loadScenario } from "../../src/scenarios/index.js";
 import {
   type EpisodeRig,

@@ -13,6 +13,7 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ValidatorError } from "../../src/errors.js";
+import { sha256Hex } from "../../src/hash.js";
 import {
   isPyBlank,
   loadPack,
@@ -26,7 +27,6 @@ import {
   policyTarEntries,
   pyJsonParse,
   SKILL_MD,
-  sha256Hex,
 } from "../../src/pack/index.js";
 import { obtainPack } from "../../src/platform/pack-fetch.js";
 

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import {
   attributeAgentEnd,
@@ -6,8 +7,9 @@ import {
   upstreamFailing,
 } from "../../src/episode/attribution.js";
 import { formatCheckTable } from "../../src/episode/check.js";
-import { parseCtrf, parseReward, round4, scoreOf } from "../../src/episode/ctrf.js";
-import { deadline, sleep } from "../../src/episode/deadline.js";
+import { parseCtrf, parseReward, scoreOf } from "../../src/episode/ctrf.js";
+import { deadline } from "../../src/episode/deadline.js";
+import { round4 } from "../../src/precision.js";
 
 const ctrf = (tests: Array<[string, string]>, summary?: object) =>
   JSON.stringify({
@@ -156,8 +158,8 @@ describe("failure attribution", () => {
   });
 
   it("an upstream or infra failure outranks earlier policy ones", () => {
-    const p = { class: "policy" as const, code: "agent_timeout", message: "" };
-    const i = { class: "infra" as const, code: "verifier_no_result", message: "" };
+    const p = { class: "policy" as const, code: "agent_timeout" as const, message: "" };
+    const i = { class: "infra" as const, code: "verifier_no_result" as const, message: "" };
     expect(primaryFailure([p, i])).toBe(i);
     expect(primaryFailure([p])).toBe(p);
     expect(primaryFailure([])).toBeUndefined();
@@ -167,7 +169,7 @@ describe("failure attribution", () => {
 describe("deadlines", () => {
   it("expire on their own and follow their parent", async () => {
     const d = deadline(30);
-    await expect(sleep(1000, d.signal)).rejects.toBeDefined();
+    await expect(sleep(1000, undefined, { signal: d.signal })).rejects.toBeDefined();
     expect(d.expired).toBe(true);
     expect(d.elapsedMs()).toBeGreaterThanOrEqual(25);
     const parent = new AbortController();

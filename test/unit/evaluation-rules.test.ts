@@ -9,6 +9,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import type { ErrorCode } from "../../src/errors.js";
 import {
   backoffMs,
   discardReason,
@@ -132,7 +133,7 @@ describe("upstream's provider-failure rule (TestLooksLikeProviderFailure, case f
 });
 
 describe("the session discards, in upstream's order", () => {
-  const infra = (s: string, code = "network_create_failed", exitCode: number | null = null) => ({
+  const infra = (s: string, code: ErrorCode = "network_create_failed", exitCode: number | null = null) => ({
     outcome: ep(s, { exitCode, failure: { class: "infra", code, message: "x" } }),
     disposition: "unresolved" as const,
   });
@@ -164,7 +165,7 @@ describe("the session discards, in upstream's order", () => {
 describe("truncations are re-run as upstream re-runs them, then kept (TestRetryEpisodeOnIncomplete)", () => {
   it("upstream's back-off: 20 s × 3ᵏ for a truncation; our 2/8/30 s for other re-runs", () => {
     expect([1, 2, 3].map((k) => backoffMs(k, 1, TRUNCATED))).toEqual([20_000, 60_000, 180_000]);
-    expect([1, 2, 3].map((k) => backoffMs(k, 1, "docker_gone"))).toEqual([2_000, 8_000, 30_000]);
+    expect([1, 2, 3].map((k) => backoffMs(k, 1, "docker_timeout"))).toEqual([2_000, 8_000, 30_000]);
   });
 
   const truncated = (s: string) => ep(s, { truncated: true, exitCode: 0, billed: 1, costUsd: 0.001 });
@@ -218,7 +219,7 @@ function opts(scenarios: string[], runner: (req: EpisodeRequest) => Promise<Epis
 }
 
 describe("a failure that follows the pack across re-runs is the pack's (issue 20 item 8)", () => {
-  const forced = (s: string, code = "agent_signalled", billed = 3) =>
+  const forced = (s: string, code: ErrorCode = "agent_signalled", billed = 3) =>
     ep(s, { exitCode: null, billed, costUsd: 0.002, failure: { class: "infra", code, message: "x" } });
 
   it("the same code on every attempt, the provider billing the pack's calls in each: charged to the pack, the verdict posted", async () => {
@@ -259,7 +260,7 @@ describe("a failure that follows the pack across re-runs is the pack's (issue 20
     expect(
       followsThePack(four((k) => forced("a", k === 3 ? "agent_crashed" : "agent_signalled"))),
     ).toBeNull();
-    for (const code of ["engine_restarted", "sidecar_killed", "aborted"])
+    for (const code of ["engine_restarted", "sidecar_killed", "aborted"] as const)
       expect(followsThePack(four(() => forced("a", code)))).toBeNull();
     expect(followsThePack(four(() => forced("a")).slice(1))).toBeNull();
     expect(followsThePack(four(() => ep("a", { truncated: true, billed: 2 })))).toBeNull();

@@ -40,10 +40,15 @@ const ok = (scenario: string, quality: number, usd = 0.01): EpisodeOutcome => ({
   imageDigests: { [`scenario/${scenario}`]: `sha256:${scenario}` },
 });
 
+const FAILURE_CODE = {
+  policy: "policy_crashed",
+  upstream: "upstream_errors",
+  infra: "network_create_failed",
+} as const;
 const failed = (scenario: string, cls: "upstream" | "infra" | "policy", billed = 0): EpisodeOutcome => ({
   ...ok(scenario, 0, 0),
   status: cls === "policy" ? "scored" : "failed",
-  failure: { class: cls, code: `${cls}_x`, message: "boom" },
+  failure: { class: cls, code: FAILURE_CODE[cls], message: "boom" },
   billedCalls: billed,
 });
 

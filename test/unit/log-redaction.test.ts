@@ -66,7 +66,7 @@ describe("log redaction reaches any depth", () => {
     const child = log.child({ episode: "e1", ctx: { deeper: { token: "tok-ep-456" } } });
     child.error(
       {
-        err: new PolicyError("x", "failed", {
+        err: new PolicyError("policy_crashed", "failed", {
           detail: { request: { headers: { authorization: "Bearer abc.def.ghi" } } },
         }),
       },

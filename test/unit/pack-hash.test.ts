@@ -2,6 +2,7 @@ import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { sha256Hex } from "../../src/hash.js";
 import {
   canonicalJson,
   loadPack,
@@ -12,7 +13,6 @@ import {
   pyInt,
   pyJsonDumps,
   pyJsonParse,
-  sha256Hex,
 } from "../../src/pack/index.js";
 
 const dir = new URL("../fixtures/packs/", import.meta.url);

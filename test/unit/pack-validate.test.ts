@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { sha256Hex } from "../../src/hash.js";
 import {
   buildPack,
   loadPack,
@@ -11,7 +12,6 @@ import {
   packHashOf,
   pyJsonParse,
   type RejectionCode,
-  sha256Hex,
   validatePackValue,
 } from "../../src/pack/index.js";
 

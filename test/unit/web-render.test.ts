@@ -1,11 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
+import { esc } from "../../src/html-escape.js";
 import { LiveStatus } from "../../src/status/index.js";
 import type { EvaluationRow } from "../../src/store/index.js";
 import { openDb } from "../../src/store/index.js";
 import { duration, shortKey, usd, weightShares } from "../../src/web/format.js";
 import { decideHealth } from "../../src/web/health.js";
-import { esc, renderHeader, renderMain, renderPage, verdictChart } from "../../src/web/html.js";
+import { renderHeader, renderMain, renderPage, verdictChart } from "../../src/web/html.js";
 import {
   deriveAlarms,
   runningEvaluation,
