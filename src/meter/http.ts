@@ -3,6 +3,7 @@
  */
 import { EventEmitter } from "node:events";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { UpstreamBody } from "./upstream.js";
 
 /** Why a call was aborted (its upstream request cancelled). */
 export type AbortReason = "episode_closed" | "meter_stopped";
@@ -97,49 +98,60 @@ export function readBody(req: IncomingMessage, max: number): Promise<Buffer | "t
   });
 }
 
-export async function readLimited(
-  body: AsyncIterable<Buffer> & { destroy(): void },
-  max: number,
-): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of body) {
-    size += c.length;
-    if (size > max) {
-      body.destroy();
-      break;
-    }
-    chunks.push(c);
-  }
-  return Buffer.concat(chunks);
+/** At most `max` bytes of a body (the rest is not read); rejects when the body fails. */
+export function readLimited(body: UpstreamBody, max: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    body.attach({
+      data: (c) => {
+        if (done) return;
+        size += c.length;
+        if (size > max) {
+          done = true;
+          body.destroy();
+          resolve(Buffer.concat(chunks));
+          return;
+        }
+        chunks.push(c);
+      },
+      end: () => {
+        done = true;
+        resolve(Buffer.concat(chunks));
+      },
+      error: (err) => {
+        done = true;
+        reject(err);
+      },
+    });
+  });
 }
 
 export class BodyTooLarge extends Error {}
 
 /**
- * A whole response body, through events (an async iterator costs more per call); `first` at the
- * first byte. Over `max` bytes it rejects with BodyTooLarge (the body is destroyed).
+ * A whole response body, each chunk kept as the parser handed it over; `first` at the first byte.
+ * Over `max` bytes it rejects with BodyTooLarge (the body is destroyed).
  */
-export function readAll(
-  body: NodeJS.ReadableStream & { destroy(): void },
-  max: number,
-  first: (at: number) => void,
-): Promise<Buffer> {
+export function readAll(body: UpstreamBody, max: number, first: (at: number) => void): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    body.on("data", (c: Buffer) => {
-      if (size === 0) first(performance.now());
-      size += c.length;
-      if (size > max) {
-        body.destroy();
-        reject(new BodyTooLarge(`answer over ${max} bytes`));
-        return;
-      }
-      chunks.push(c);
+    body.attach({
+      data: (c) => {
+        if (size === 0) first(performance.now());
+        size += c.length;
+        if (size > max) {
+          body.destroy();
+          reject(new BodyTooLarge(`answer over ${max} bytes`));
+          return;
+        }
+        chunks.push(c);
+      },
+      end: () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)),
+      error: reject,
     });
-    body.once("end", () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
-    body.once("error", reject);
   });
 }
 
