@@ -54,29 +54,34 @@ export function headerString(v: string | string[] | undefined): string | undefin
 
 /**
  * The request body, or "too_large" past the limit (the rest is not read), or "aborted". With a
- * declared length the body is read into one buffer of that size (no second copy to join chunks).
+ * declared length, a body that comes in one chunk is that chunk (no copy; a socket read is at most
+ * 64 KiB), else it is read into one buffer of that size (no second copy to join chunks).
  */
 export function readBody(req: IncomingMessage, max: number): Promise<Buffer | "too_large" | "aborted"> {
   const declared = Number(req.headers["content-length"]);
   if (Number.isFinite(declared) && declared > max) return Promise.resolve("too_large");
-  const sized = Number.isInteger(declared) && declared > 0 ? Buffer.allocUnsafe(declared) : null;
+  const limit = Number.isInteger(declared) && declared > 0 ? declared : -1;
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
+    let sized: Buffer | null = null;
     let size = 0;
     const onData = (c: Buffer) => {
-      if (size + c.length > (sized === null ? max : sized.length)) {
+      if (size + c.length > (limit < 0 ? max : limit)) {
         cleanup();
         req.pause();
-        resolve(sized === null ? "too_large" : "aborted");
+        resolve(limit < 0 ? "too_large" : "aborted");
         return;
       }
-      if (sized !== null) c.copy(sized, size);
-      else chunks.push(c);
+      if (limit < 0 || (size === 0 && c.length === limit)) chunks.push(c);
+      else {
+        sized ??= Buffer.allocUnsafe(limit);
+        c.copy(sized, size);
+      }
       size += c.length;
     };
     const onEnd = () => {
       cleanup();
-      if (sized !== null) resolve(size === sized.length ? sized : "aborted");
+      if (limit >= 0) resolve(size !== limit ? "aborted" : sized !== null ? sized : chunks[0]!);
       else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
     };
     const onAbort = () => {
