@@ -5,6 +5,9 @@
  *     [--cpu-prof DIR]   (a V8 CPU profile of the meter process, for diagnosis)
  *     [--from dist|src]  (dist, the default: the compiled JavaScript the daemon runs in production,
  *                         built with tsc at start; src: the TypeScript sources through tsx)
+ *     [--baseline-dist DIR]  (a fourth target, "meter0": the meter compiled from another revision,
+ *                         e.g. `git archive REV | tar -x -C DIR/..` then tsc there; measured in the same
+ *                         rounds, for a before/after on a noisy machine)
  *
  * Three targets on the same zero-latency upstream, each server in its own child process:
  *   direct  the upstream itself (the Engy simulator at latency scale 0),
@@ -92,7 +95,7 @@ type LogModule = typeof import("../src/log.js");
 
 async function childMeter(upstreamPort: number, variant: string, from: string): Promise<void> {
   // dist: the compiled modules production runs (tsx adds per-call work of its own to the sources).
-  const base = from === "src" ? "../src" : "../dist";
+  const base = from === "src" ? "../src" : from === "dist" ? "../dist" : from;
   const [{ Meter, loadAllowlist, loadPriceTable }, { openDb, ReceiptRepo }, { createLogger }, pino] =
     await Promise.all([
       import(`${base}/meter/index.js`) as Promise<MeterModule>,
@@ -136,7 +139,7 @@ async function childMeter(upstreamPort: number, variant: string, from: string): 
 const TOKENS = 4;
 
 interface Target {
-  name: "direct" | "bare" | "meter";
+  name: "direct" | "bare" | "meter" | "meter0";
   port: number;
   /** Bearer tokens, used round-robin by the clients. */
   tokens: string[];
@@ -295,6 +298,10 @@ async function main(): Promise<void> {
   const upPort = Number(upPortStr);
   const bare = startChild(["bare", String(upPort)]);
   const met = startChild(["meter", String(upPort), argStr("variant", "full"), from]);
+  const baselineDist = argStr("baseline-dist", "");
+  const met0 = baselineDist
+    ? startChild(["meter", String(upPort), argStr("variant", "full"), baselineDist])
+    : undefined;
   const barePort = Number(await bare.firstLine);
   const [meterPort, tokens, meterDir] = (await met.firstLine).split(" ") as [string, string, string];
   const targets: Target[] = [
@@ -302,6 +309,10 @@ async function main(): Promise<void> {
     { name: "bare", port: barePort, tokens: ["sk-bench"], pid: bare.proc.pid },
     { name: "meter", port: Number(meterPort), tokens: tokens.split(","), pid: met.proc.pid },
   ];
+  if (met0) {
+    const [port0, tokens0] = (await met0.firstLine).split(" ") as [string, string];
+    targets.push({ name: "meter0", port: Number(port0), tokens: tokens0.split(","), pid: met0.proc.pid });
+  }
   console.log(
     `meter benchmark: meter from ${from}, upstream=${upKind} body=${bodyKb} KiB, ${seconds}s per run after ${WARM_CALLS} warm-up calls per target and path and ${WARM_MS / 1000}s per run, best of ${rounds} rounds, node ${process.version}`,
   );
@@ -344,8 +355,9 @@ async function main(): Promise<void> {
   console.log("mode    conc  target  p50 ms   p99 ms   req/s     errors  proxy CPU µs/call");
   for (const [key, byTarget] of Object.entries(results)) {
     const [mode, conc] = key.split("@") as [string, string];
-    for (const name of ["direct", "bare", "meter"]) {
-      const s = byTarget[name]!;
+    for (const name of ["direct", "bare", "meter", "meter0"]) {
+      const s = byTarget[name];
+      if (s === undefined) continue;
       console.log(
         `${mode.padEnd(7)} ${conc.padStart(4)}  ${name.padEnd(6)}  ${fmt(s.p50).padStart(7)}  ${fmt(s.p99).padStart(7)}  ${fmt(s.rps, 0).padStart(7)}  ${String(s.errors).padStart(6)}  ${fmt(s.cpuUs, 0).padStart(8)}`,
       );
@@ -384,8 +396,20 @@ async function main(): Promise<void> {
   }
   console.log("");
   for (const g of goals) console.log(g);
+  if (met0) {
+    console.log("");
+    console.log("this build (meter) vs the baseline build (meter0), same rounds:");
+    for (const [key, t] of Object.entries(results)) {
+      const m = t.meter!;
+      const m0 = t.meter0!;
+      const d = t.direct!;
+      console.log(
+        `${key.padEnd(10)} added p50 ${fmt(m.p50 - d.p50)} vs ${fmt(m0.p50 - d.p50)} ms, req/s ${fmt((m.rps / m0.rps) * 100, 1)} %, CPU per call ${fmt(m.cpuUs, 0)} vs ${fmt(m0.cpuUs, 0)} µs (${fmt(m.cpuUs / m0.cpuUs, 2)}×)`,
+      );
+    }
+  }
 
-  for (const c of [up, bare, met]) c.proc.kill("SIGTERM");
+  for (const c of [up, bare, met, ...(met0 ? [met0] : [])]) c.proc.kill("SIGTERM");
   await new Promise((r) => met.proc.once("exit", r));
   console.log(`meter data (SQLite + log): ${meterDir}`);
 }

@@ -3,6 +3,7 @@
  */
 import { EventEmitter } from "node:events";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { UpstreamBody } from "./upstream.js";
 
 /** Why a call was aborted (its upstream request cancelled). */
 export type AbortReason = "episode_closed" | "meter_stopped";
@@ -53,29 +54,34 @@ export function headerString(v: string | string[] | undefined): string | undefin
 
 /**
  * The request body, or "too_large" past the limit (the rest is not read), or "aborted". With a
- * declared length the body is read into one buffer of that size (no second copy to join chunks).
+ * declared length, a body that comes in one chunk is that chunk (no copy; a socket read is at most
+ * 64 KiB), else it is read into one buffer of that size (no second copy to join chunks).
  */
 export function readBody(req: IncomingMessage, max: number): Promise<Buffer | "too_large" | "aborted"> {
   const declared = Number(req.headers["content-length"]);
   if (Number.isFinite(declared) && declared > max) return Promise.resolve("too_large");
-  const sized = Number.isInteger(declared) && declared > 0 ? Buffer.allocUnsafe(declared) : null;
+  const limit = Number.isInteger(declared) && declared > 0 ? declared : -1;
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
+    let sized: Buffer | null = null;
     let size = 0;
     const onData = (c: Buffer) => {
-      if (size + c.length > (sized === null ? max : sized.length)) {
+      if (size + c.length > (limit < 0 ? max : limit)) {
         cleanup();
         req.pause();
-        resolve(sized === null ? "too_large" : "aborted");
+        resolve(limit < 0 ? "too_large" : "aborted");
         return;
       }
-      if (sized !== null) c.copy(sized, size);
-      else chunks.push(c);
+      if (limit < 0 || (size === 0 && c.length === limit)) chunks.push(c);
+      else {
+        sized ??= Buffer.allocUnsafe(limit);
+        c.copy(sized, size);
+      }
       size += c.length;
     };
     const onEnd = () => {
       cleanup();
-      if (sized !== null) resolve(size === sized.length ? sized : "aborted");
+      if (limit >= 0) resolve(size !== limit ? "aborted" : sized !== null ? sized : chunks[0]!);
       else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
     };
     const onAbort = () => {
@@ -97,49 +103,60 @@ export function readBody(req: IncomingMessage, max: number): Promise<Buffer | "t
   });
 }
 
-export async function readLimited(
-  body: AsyncIterable<Buffer> & { destroy(): void },
-  max: number,
-): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of body) {
-    size += c.length;
-    if (size > max) {
-      body.destroy();
-      break;
-    }
-    chunks.push(c);
-  }
-  return Buffer.concat(chunks);
+/** At most `max` bytes of a body (the rest is not read); rejects when the body fails. */
+export function readLimited(body: UpstreamBody, max: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    body.attach({
+      data: (c) => {
+        if (done) return;
+        size += c.length;
+        if (size > max) {
+          done = true;
+          body.destroy();
+          resolve(Buffer.concat(chunks));
+          return;
+        }
+        chunks.push(c);
+      },
+      end: () => {
+        done = true;
+        resolve(Buffer.concat(chunks));
+      },
+      error: (err) => {
+        done = true;
+        reject(err);
+      },
+    });
+  });
 }
 
 export class BodyTooLarge extends Error {}
 
 /**
- * A whole response body, through events (an async iterator costs more per call); `first` at the
- * first byte. Over `max` bytes it rejects with BodyTooLarge (the body is destroyed).
+ * A whole response body, each chunk kept as the parser handed it over; `first` at the first byte.
+ * Over `max` bytes it rejects with BodyTooLarge (the body is destroyed).
  */
-export function readAll(
-  body: NodeJS.ReadableStream & { destroy(): void },
-  max: number,
-  first: (at: number) => void,
-): Promise<Buffer> {
+export function readAll(body: UpstreamBody, max: number, first: (at: number) => void): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    body.on("data", (c: Buffer) => {
-      if (size === 0) first(performance.now());
-      size += c.length;
-      if (size > max) {
-        body.destroy();
-        reject(new BodyTooLarge(`answer over ${max} bytes`));
-        return;
-      }
-      chunks.push(c);
+    body.attach({
+      data: (c) => {
+        if (size === 0) first(performance.now());
+        size += c.length;
+        if (size > max) {
+          body.destroy();
+          reject(new BodyTooLarge(`answer over ${max} bytes`));
+          return;
+        }
+        chunks.push(c);
+      },
+      end: () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)),
+      error: reject,
     });
-    body.once("end", () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
-    body.once("error", reject);
   });
 }
 

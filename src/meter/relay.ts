@@ -108,8 +108,8 @@ export class Relay {
     const body = up.body;
     let started = false;
     let bug: unknown;
-    // Chunks written but not yet parsed; parsed after the socket's uncork (process.nextTick, queued
-    // after node's own), so the client's bytes never wait for the bookkeeping.
+    // Chunks written but not yet parsed; parsed in a tick queued after the write's own (the socket's
+    // uncork), so the client's bytes never wait for the bookkeeping.
     let unparsed: Buffer[] = [];
     const parse = () => {
       const chunks = unparsed;
@@ -121,14 +121,9 @@ export class Relay {
       const finish = (how: "end" | "cut" | "retry") => {
         if (done) return;
         done = true;
-        body.off("data", onData);
-        body.off("end", onEnd);
-        body.off("error", onCut);
-        body.off("close", onCut);
         ac.off("abort", onCut);
         resolve(how);
       };
-      const onEnd = () => finish("end");
       const onCut = () => finish("cut");
       const onData = (chunk: Buffer) => {
         if (done) return;
@@ -150,24 +145,27 @@ export class Relay {
               res.writeHead(200, headers);
             }
           }
-          if (unparsed.length === 0) process.nextTick(parse);
+          const first = unparsed.length === 0;
           unparsed.push(chunk);
           // The client gone, the answer is still read to its end (and booked on its usage).
-          if (call.clientGone || res.destroyed) return;
-          if (!res.write(chunk)) {
+          if (!call.clientGone && !res.destroyed && !res.write(chunk)) {
             body.pause();
             drained(res, ac).then(() => body.resume());
           }
+          if (first) process.nextTick(parse);
         } catch (err) {
           bug = err;
           finish("cut");
         }
       };
-      body.on("data", onData);
-      body.once("end", onEnd);
-      body.once("error", onCut);
-      body.once("close", onCut);
+      const onEnd = () => {
+        if (done) return;
+        // The stream's terminator leaves with the last chunk (one write, when they came together).
+        if (started && !call.clientGone && !res.destroyed) res.end();
+        finish("end");
+      };
       ac.once("abort", onCut);
+      body.attach({ data: onData, end: onEnd, error: onCut });
     });
     parse();
     if (bug !== undefined) {
@@ -216,7 +214,7 @@ export class Relay {
     // A client that left mid-stream: upstream's handler would have failed writing to it and never
     // settled (its view keeps the reservation); here the answer was read whole and is billed.
     const viewLeak = call.clientGone;
-    if (!call.clientGone) res.end();
+    if (!call.clientGone && !res.writableEnded) res.end();
     const truncated = !acc.sawDone && acc.usage === undefined;
     return {
       status: 200,

@@ -1,10 +1,13 @@
 /**
  * The one connection to the provider: an undici Pool with keep-alive and connect/headers/body
- * timeouts, the operator's key added here and nowhere else. Every request carries the call's
- * AbortSignal (client gone, episode closed, meter stopping).
+ * timeouts, the operator's key added here and nowhere else. Every request is cancelled when its
+ * call is aborted (episode closed, meter stopping).
+ *
+ * The answer is delivered through undici's dispatch handler, not a Readable: its bytes reach the
+ * relay's sink as the parser hands them over (no stream buffering, no async iterator), with flow
+ * control (pause/resume) for a slow client.
  */
-import type { EventEmitter } from "node:events";
-import { type Dispatcher, Pool } from "undici";
+import { type Dispatcher, errors, Pool } from "undici";
 
 export interface UpstreamOptions {
   /** Base URL including the API prefix, e.g. https://api.engy.ai/v1 */
@@ -16,7 +19,115 @@ export interface UpstreamOptions {
   connections?: number;
 }
 
-export type UpstreamResponse = Dispatcher.ResponseData;
+/** What a call's cancellation looks like to the upstream (CallAbort in http.ts). */
+export interface AbortSource {
+  readonly aborted: boolean;
+  once(event: "abort", f: () => void): unknown;
+  off(event: "abort", f: () => void): unknown;
+}
+
+/** Where an answer's body goes: each chunk as it arrives, then its end or its failure. */
+export interface BodySink {
+  data(chunk: Buffer): void;
+  end(): void;
+  error(err: Error): void;
+}
+
+/**
+ * A provider answer's body. Chunks that arrive before a sink is attached (the head and the body
+ * often come in one read) are held and handed over, in order, when it is; after that each chunk
+ * goes straight to the sink.
+ */
+export class UpstreamBody {
+  private sink: BodySink | null = null;
+  private held: Buffer[] | null = null;
+  private outcome: Error | "end" | null = null;
+  private paused = false;
+  private destroyed = false;
+  /** Set by the handler: resume the socket, abort the request. */
+  resumeFn: (() => void) | null = null;
+  abortFn: ((err: Error) => void) | null = null;
+
+  /** Deliver what is held, then everything as it comes. */
+  attach(sink: BodySink): void {
+    if (this.destroyed) return;
+    this.sink = sink;
+    const held = this.held;
+    this.held = null;
+    if (held !== null) for (const c of held) sink.data(c);
+    const o = this.outcome;
+    if (o === "end") sink.end();
+    else if (o !== null) sink.error(o);
+  }
+
+  /** Stop reading from the provider (backpressure) until resume(). */
+  pause(): void {
+    this.paused = true;
+  }
+
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.resumeFn?.();
+  }
+
+  /** Abandon the body: the request is aborted if it is still running; nothing more is delivered. */
+  destroy(): void {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    this.sink = null;
+    this.held = null;
+    if (this.outcome === null) {
+      this.outcome = new errors.RequestAbortedError();
+      this.abortFn?.(this.outcome);
+    }
+  }
+
+  /** Read to the end and discard (the connection is reused); over 128 KiB it is destroyed instead. */
+  dump(): Promise<void> {
+    return new Promise((resolve) => {
+      let size = 0;
+      this.attach({
+        data: (c) => {
+          size += c.length;
+          if (size > 128 * 1024) {
+            this.destroy();
+            resolve();
+          }
+        },
+        end: () => resolve(),
+        error: () => resolve(),
+      });
+      if (this.destroyed) resolve();
+    });
+  }
+
+  /** @internal the handler's side */
+  push(chunk: Buffer): boolean {
+    if (this.destroyed) return true;
+    if (this.sink !== null) this.sink.data(chunk);
+    else if (this.held === null) this.held = [chunk];
+    else this.held.push(chunk);
+    return !this.paused;
+  }
+
+  /** @internal */
+  finish(o: Error | "end"): void {
+    if (this.outcome !== null) return;
+    this.outcome = o;
+    const s = this.sink;
+    if (s === null || this.destroyed) return;
+    if (o === "end") s.end();
+    else s.error(o);
+  }
+}
+
+export interface UpstreamResponse {
+  statusCode: number;
+  /** Lower-case names; a repeated header is an array. */
+  headers: Record<string, string | string[]>;
+  body: UpstreamBody;
+}
 
 /** How a failed request attempt is classified (undici / net error codes). */
 export type AttemptFailure = "connect" | "timeout" | "socket" | "aborted";
@@ -37,6 +148,81 @@ export function classifyFailure(err: unknown): AttemptFailure {
       return "timeout";
     default:
       return "socket";
+  }
+}
+
+function parseRawHeaders(raw: Buffer[]): Record<string, string | string[]> {
+  const h: Record<string, string | string[]> = {};
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const k = raw[i]!.toString("latin1").toLowerCase();
+    const v = raw[i + 1]!.toString("latin1");
+    const prev = h[k];
+    if (prev === undefined) h[k] = v;
+    else if (Array.isArray(prev)) prev.push(v);
+    else h[k] = [prev, v];
+  }
+  return h;
+}
+
+/** One request's undici handler (the legacy handler API undici runs natively). */
+class CallHandler implements Dispatcher.DispatchHandler {
+  private body: UpstreamBody | null = null;
+  private abortFn: ((err: Error) => void) | null = null;
+  private reason: Error | null = null;
+  private settledHead = false;
+
+  constructor(
+    private readonly signal: AbortSource,
+    private readonly resolve: (r: UpstreamResponse) => void,
+    private readonly reject: (err: Error) => void,
+  ) {
+    signal.once("abort", this.onAbort);
+  }
+
+  // The failure reaches the body's sink (or the pending head) through undici's onError.
+  private readonly onAbort = (): void => {
+    this.reason = new errors.RequestAbortedError();
+    this.abortFn?.(this.reason);
+  };
+
+  private done(): void {
+    this.signal.off("abort", this.onAbort);
+  }
+
+  onConnect(abort: (err?: Error) => void): void {
+    if (this.reason !== null) {
+      abort(this.reason);
+      return;
+    }
+    this.abortFn = abort;
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    if (statusCode < 200) return true;
+    const body = new UpstreamBody();
+    body.resumeFn = resume;
+    body.abortFn = this.abortFn;
+    this.body = body;
+    this.settledHead = true;
+    this.resolve({ statusCode, headers: parseRawHeaders(rawHeaders), body });
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    return this.body === null ? true : this.body.push(chunk);
+  }
+
+  onComplete(): void {
+    this.done();
+    this.body?.finish("end");
+  }
+
+  onError(err: Error): void {
+    this.done();
+    if (!this.settledHead) {
+      this.settledHead = true;
+      this.reject(err);
+    } else this.body?.finish(err);
   }
 }
 
@@ -63,9 +249,15 @@ export class Upstream {
     });
   }
 
-  /** `signal`: an AbortSignal, or an EventEmitter with `aborted` that emits "abort" (undici accepts both). */
-  chatCompletions(body: Buffer | string, signal: AbortSignal | EventEmitter): Promise<UpstreamResponse> {
-    return this.pool.request({ path: this.path, method: "POST", headers: this.headers, body, signal });
+  /** The answer's head (its body to be attached), or the attempt's failure. */
+  chatCompletions(body: Buffer | string, signal: AbortSource): Promise<UpstreamResponse> {
+    if (signal.aborted) return Promise.reject(new errors.RequestAbortedError());
+    return new Promise((resolve, reject) => {
+      this.pool.dispatch(
+        { origin: this.origin, path: this.path, method: "POST", headers: this.headers, body },
+        new CallHandler(signal, resolve, reject),
+      );
+    });
   }
 
   async close(): Promise<void> {

@@ -60,6 +60,8 @@ export interface TestUpstream {
   received: Received[];
   /** Bytes of each response body, in order. */
   sent: Buffer[];
+  /** Chat responses whose last byte was handed to the kernel ('finish'). */
+  finished: number;
   faults: Fault[];
   answer: Answer;
   /** Resolves when the nth request (1-based) has been seen to be aborted by the client. */
@@ -92,6 +94,7 @@ export async function startTestUpstream(opts: TestUpstreamOptions = {}): Promise
     connections: 0,
     received: [],
     sent: [],
+    finished: 0,
     faults: [],
     answer: opts.answer ?? { content: "Hello from the test upstream." },
     close: async () => {},
@@ -110,6 +113,7 @@ export async function startTestUpstream(opts: TestUpstreamOptions = {}): Promise
     state.inflight++;
     state.maxInflight = Math.max(state.maxInflight, state.inflight);
     res.once("close", () => state.inflight--);
+    res.once("finish", () => state.finished++);
     const id = ++seq;
     const raw = Buffer.concat(chunks).toString("utf8");
     const body = JSON.parse(raw) as Record<string, unknown>;

@@ -452,6 +452,33 @@ describe("meter: streaming", () => {
     expect(streamed.content_sha).toBe(plain.content_sha);
   });
 
+  it("a slow client slows the provider: the stream is not read ahead into the meter's memory", async () => {
+    // 32 MiB of events, far beyond the socket buffers: while the client reads nothing, the meter must
+    // stop reading the provider (backpressure), so the provider cannot finish sending; once the client
+    // reads, every byte arrives as sent and the call is booked on its usage.
+    const token = h.meter.mint("ep-slow-client", 0.3);
+    h.up.answer = { pieces: Array.from({ length: 4096 }, (_, k) => `${k} ${"x".repeat(8192)}`) };
+    const r = await request(`${h.base}/chat/completions`, {
+      method: "POST",
+      dispatcher,
+      headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+      body: JSON.stringify({ model: "glm-5.3-flash", messages: msgs(), stream: true, max_tokens: 50 }),
+    });
+    expect(r.statusCode).toBe(200);
+    // Without backpressure the meter reads it all within this wait (it did, before the check was made).
+    for (let k = 0; k < 30 && h.up.finished === 0; k++)
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(h.up.finished).toBe(0);
+    const chunks: Buffer[] = [];
+    for await (const c of r.body) chunks.push(c as Buffer);
+    expect(h.up.finished).toBe(1);
+    expect(Buffer.concat(chunks).equals(h.up.sent[0]!)).toBe(true);
+    await h.meter.stop();
+    const [rec] = h.meter.receiptsFor("ep-slow-client") as [Receipt];
+    expect(rec).toMatchObject({ status: 200, stream: true, truncated: false, error_code: null });
+    expect(rec.completion_tokens).toBeGreaterThan(0);
+  });
+
   it("keeps upstream connections alive across calls, streamed or not", async () => {
     const token = h.meter.mint("ep-keepalive", 0.3);
     for (let k = 0; k < 20; k++) {
