@@ -408,6 +408,7 @@ export function renderPage(s: StatusSnapshot): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>trajrl-validator · status</title>
 <link rel="stylesheet" href="/static/style.css">
+<link rel="stylesheet" href="/static/components.css">
 <script src="/static/app.js" defer></script>
 <noscript><meta http-equiv="refresh" content="30"></noscript>
 </head>

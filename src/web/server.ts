@@ -51,6 +51,7 @@ export interface StatusServer {
 const STATIC_FILES = {
   "/static/app.js": { file: "app.js", type: "text/javascript; charset=utf-8" },
   "/static/style.css": { file: "style.css", type: "text/css; charset=utf-8" },
+  "/static/components.css": { file: "components.css", type: "text/css; charset=utf-8" },
 } as const;
 
 const CSP =

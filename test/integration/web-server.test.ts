@@ -325,8 +325,12 @@ describe("status server on loopback", () => {
     expect(js.status).toBe(200);
     expect(js.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
     expect(js.body).toContain("EventSource");
-    const css = await fetchText(`${server.url}/static/style.css`);
-    expect(css.headers.get("content-type")).toBe("text/css; charset=utf-8");
+    for (const sheet of ["style.css", "components.css"]) {
+      expect(page.body).toContain(`<link rel="stylesheet" href="/static/${sheet}">`);
+      const css = await fetchText(`${server.url}/static/${sheet}`);
+      expect(css.status).toBe(200);
+      expect(css.headers.get("content-type")).toBe("text/css; charset=utf-8");
+    }
     const frag = JSON.parse((await fetchText(`${server.url}/fragment`)).body);
     expect(frag.main).toContain('id="progress"');
     expect(frag.header).toContain('id="health"');

@@ -25,7 +25,7 @@ const MAX_LINES = 500;
  * sidecar/trajrl_policy/ by `npm run sdk:bundle` (scripts/sdk-bundle.ts); its parts are checked.
  */
 const GENERATED = new Set(["sidecar/sdk/trajrl_policy.py"]);
-const CODE = /\.(ts|mts|js|mjs|py)$/;
+const CODE = /\.(ts|mts|js|mjs|py|css|html)$/;
 
 // ------------------------------------------------------------------ the repository
 
