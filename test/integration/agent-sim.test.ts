@@ -8,7 +8,7 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseTurnsJsonl } from "../../agent/contract.js";
 import { startEngySim } from "../../src/engy-sim/index.js";
@@ -42,9 +42,12 @@ printf '#!/usr/bin/env bash\\ngrep -vc "^$" "$1"\\n' > /app/count.sh
 const HIDDEN_INPUT = "alpha\n   \n\nbeta\n\t\n  gamma\n";
 const HIDDEN_EXPECTED = "3";
 
-/** Runs argv as a process that sees `app` at /app, `ws` at /workspace and a private /tmp. */
+/**
+ * Runs argv as a process that sees `app` at /app, `ws` at /workspace, the bundle's folder at
+ * /agent-dist (the checkout may itself live under /tmp, which is private here) and a private /tmp.
+ */
 const NAMESPACE_SCRIPT = `set -e
-app="$1"; ws="$2"; shift 2
+app="$1"; ws="$2"; dist="$3"; shift 3
 mount -t tmpfs -o mode=0755 trajrl-agent-root /mnt
 for e in /*; do
   n="\${e#/}"
@@ -53,10 +56,11 @@ for e in /*; do
   elif [ -d "$e" ]; then mkdir "/mnt/$n"; mount --rbind "$e" "/mnt/$n"
   fi
 done
-mkdir /mnt/tmp /mnt/app /mnt/workspace /mnt/mnt
+mkdir /mnt/tmp /mnt/app /mnt/workspace /mnt/mnt /mnt/agent-dist
 mount -t tmpfs -o mode=1777 trajrl-agent-tmp /mnt/tmp
 mount --bind "$app" /mnt/app
 mount --bind "$ws" /mnt/workspace
+mount --bind "$dist" /mnt/agent-dist
 exec chroot /mnt /bin/sh -c 'cd /app && exec "$@"' sh "$@"
 `;
 
@@ -113,7 +117,19 @@ async function episode(model: string, seed: number): Promise<Outcome> {
   try {
     const child = spawn(
       "unshare",
-      [...unshareArgs(), "--", "/bin/sh", "-c", NAMESPACE_SCRIPT, "sh", app, ws, process.execPath, BUNDLE],
+      [
+        ...unshareArgs(),
+        "--",
+        "/bin/sh",
+        "-c",
+        NAMESPACE_SCRIPT,
+        "sh",
+        app,
+        ws,
+        dirname(BUNDLE),
+        process.execPath,
+        `/agent-dist/${basename(BUNDLE)}`,
+      ],
       {
         env: {
           PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
