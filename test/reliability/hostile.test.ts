@@ -274,6 +274,29 @@ describe("hostile policies", () => {
     expect(r.notes).not.toContain("policy_crashed");
   }, 300_000);
 
+  it("a sidecar killed from outside before it is healthy is infra alone, never also the policy's crash", async () => {
+    const session = rig.sandbox.session.id;
+    const killer = (async () => {
+      for (let i = 0; i < 600; i++) {
+        const [sidecar] = await docker.listContainers({
+          filters: { label: [`${LABEL.session}=${session}`, `${LABEL.role}=sidecar`], status: ["running"] },
+        });
+        if (sidecar) {
+          await sleep(1_000);
+          await docker.getContainer(sidecar.Id).kill();
+          return true;
+        }
+        await sleep(100);
+      }
+      return false;
+    })();
+    const r = await episode(hostile("slow-start"), { timeouts: { healthMs: 90_000 } });
+    expect(await killer).toBe(true);
+    expect(r.status).toBe("failed");
+    expect(r.failure).toMatchObject({ class: "infra", code: "sidecar_killed" });
+    expect(r.notes).not.toContain("policy_crashed");
+  }, 300_000);
+
   it("crashes at start: policy_crashed, nothing billed", async () => {
     const r = await episode(hostile("crash-at-start"), { timeouts: { healthMs: 30_000 } });
     expect(r.status).toBe("scored");
