@@ -211,10 +211,11 @@ describe("compose deployment: wallets", () => {
     const health = await until(
       "unhealthy with the reason",
       async () => {
+        // (A probe before the status server listens says "no answer": the next one says why.)
         const h = (await docker.getContainer(validatorName()).inspect()).State.Health;
-        return h?.Status === "unhealthy" ? h : undefined;
+        return h?.Status === "unhealthy" && !h.Log.at(-1)?.Output.startsWith("no answer") ? h : undefined;
       },
-      60_000,
+      120_000,
     );
     expect(health.Log.at(-1)?.Output).toContain(
       "the validator waits for a set-up fix: hotkey file not found",
