@@ -3,7 +3,9 @@
  * what a session left behind, and tiny TCP servers/probes that need nothing but the
  * debian:bookworm-slim image (perl-base and bash are always there).
  */
+import { randomBytes } from "node:crypto";
 import type Docker from "dockerode";
+import { createContainer, type EpisodeScope, SIDECAR_LIMITS } from "../../src/sandbox/index.js";
 import { LABEL } from "../../src/sandbox/labels.js";
 import { Sandbox, type SandboxOptions } from "../../src/sandbox/sandbox.js";
 import { requireDocker } from "./docker.js";
@@ -59,4 +61,49 @@ export function parseProbe(stdout: string): Record<string, string> {
     if (i > 0) out[line.slice(0, i)] = line.slice(i + 1).trim();
   }
   return out;
+}
+
+/** The isolation tests' control network: ours, on a bridge name outside the firewalled prefixes. */
+export const OTHER_NET = { subnet: "10.214.253.0/28", gateway: "10.214.253.1" } as const;
+
+/** Create the control network `trajrl-<episode>-other` in the scope (removed with it); its name. */
+export async function createOtherNetwork(
+  docker: Docker,
+  scope: EpisodeScope,
+  episode: string,
+): Promise<string> {
+  const name = `trajrl-${episode}-other`;
+  scope.trackNetwork(name);
+  await docker.createNetwork({
+    Name: name,
+    Internal: true,
+    IPAM: { Config: [{ Subnet: OTHER_NET.subnet, Gateway: OTHER_NET.gateway }] },
+    Options: { "com.docker.network.bridge.name": `tjx${randomBytes(4).toString("hex")}` },
+    Labels: scope.labels("probe"),
+  });
+  return name;
+}
+
+/**
+ * A maker of the isolation tests' containers `trajrl-<episode>-<name>`, tracked by the scope: the
+ * base image, sidecar limits, no network and `sleep 600` unless the spec says otherwise.
+ */
+export function containerMaker(docker: Docker, scope: EpisodeScope, episode: string) {
+  return (
+    role: "probe" | "sidecar" | "agent",
+    name: string,
+    spec: Partial<Parameters<typeof createContainer>[1]>,
+  ): Promise<Docker.Container> => {
+    const full = `trajrl-${episode}-${name}`;
+    scope.trackContainer(full);
+    return createContainer(docker, {
+      name: full,
+      image: BASE_IMAGE,
+      labels: scope.labels(role),
+      limits: SIDECAR_LIMITS,
+      network: { kind: "none" },
+      cmd: ["sleep", "600"],
+      ...spec,
+    });
+  };
 }

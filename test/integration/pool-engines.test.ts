@@ -49,7 +49,16 @@ import { KvRepo, openDb } from "../../src/store/index.js";
 import { requireDocker } from "../helpers/docker.js";
 import { REPO_ROOT } from "../helpers/episode.js";
 import { type NetnsEngine, startNetnsEngine } from "../helpers/netns-engine.js";
-import { BASE_IMAGE, countLabelled, parseProbe, perlServer, probeScript } from "../helpers/sandbox.js";
+import {
+  BASE_IMAGE,
+  containerMaker,
+  countLabelled,
+  createOtherNetwork,
+  OTHER_NET,
+  parseProbe,
+  perlServer,
+  probeScript,
+} from "../helpers/sandbox.js";
 
 let local: Docker;
 let e2: NetnsEngine;
@@ -241,33 +250,9 @@ describe("an episode's topology on the remote engine", () => {
     // The daemon's host, as the namespace sees it (the veth's host end).
     daemonHostPort = await listen(e2.hostIp, 0, "daemon-host");
 
-    const otherName = `trajrl-${episode}-other`;
-    scope.trackNetwork(otherName);
-    await docker.createNetwork({
-      Name: otherName,
-      Internal: true,
-      IPAM: { Config: [{ Subnet: "10.214.253.0/28", Gateway: "10.214.253.1" }] },
-      Options: { "com.docker.network.bridge.name": `tjx${randomBytes(4).toString("hex")}` },
-      Labels: scope.labels("probe"),
-    });
-    controlGw = "10.214.253.1";
-    const mk = async (
-      role: "probe" | "sidecar" | "agent",
-      name: string,
-      spec: Partial<Parameters<typeof createContainer>[1]>,
-    ) => {
-      const full = `trajrl-${episode}-${name}`;
-      scope.trackContainer(full);
-      return createContainer(docker, {
-        name: full,
-        image: BASE_IMAGE,
-        labels: scope.labels(role),
-        limits: SIDECAR_LIMITS,
-        network: { kind: "none" },
-        cmd: ["sleep", "600"],
-        ...spec,
-      });
-    };
+    const otherName = await createOtherNetwork(docker, scope, episode);
+    controlGw = OTHER_NET.gateway;
+    const mk = containerMaker(docker, scope, episode);
     // Servers of our own on the remote engine's host: any port, and the meter's port.
     const hostAny = await mk("probe", "host-any", {
       network: { kind: "host" },

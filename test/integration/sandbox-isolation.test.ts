@@ -27,7 +27,10 @@ import type { EpisodeTopology, Sandbox } from "../../src/sandbox/sandbox.js";
 import { dnsQuery, type OwnDnsServer, startDnsServer, udpQueryScript } from "../helpers/dns.js";
 import {
   BASE_IMAGE,
+  containerMaker,
   countLabelled,
+  createOtherNetwork,
+  OTHER_NET,
   openTestSandbox,
   parseProbe,
   perlServer,
@@ -72,36 +75,10 @@ beforeAll(async () => {
   await listen(topo.meterBindHost, topo.meterPort, "meter");
 
   // Another network of ours, on a bridge name outside the firewalled prefixes.
-  const otherName = `trajrl-${episode}-other`;
-  scope.trackNetwork(otherName);
-  await docker.createNetwork({
-    Name: otherName,
-    Internal: true,
-    IPAM: { Config: [{ Subnet: "10.214.253.0/28", Gateway: "10.214.253.1" }] },
-    Options: { "com.docker.network.bridge.name": `tjx${randomBytes(4).toString("hex")}` },
-    Labels: scope.labels("probe"),
-  });
-  controlGw = "10.214.253.1";
+  const otherName = await createOtherNetwork(docker, scope, episode);
+  controlGw = OTHER_NET.gateway;
   otherNet = otherName;
-
-  const mk = async (
-    role: "probe" | "sidecar" | "agent",
-    name: string,
-    spec: Partial<Parameters<typeof createContainer>[1]>,
-  ) => {
-    const full = `trajrl-${episode}-${name}`;
-    scope.trackContainer(full);
-    const c = await createContainer(docker, {
-      name: full,
-      image: BASE_IMAGE,
-      labels: scope.labels(role),
-      limits: SIDECAR_LIMITS,
-      network: { kind: "none" },
-      cmd: ["sleep", "600"],
-      ...spec,
-    });
-    return c;
-  };
+  const mk = containerMaker(docker, scope, episode);
 
   const other = await mk("probe", "othersrv", {
     network: { kind: "network", name: otherName, aliases: ["othersrv"] },
