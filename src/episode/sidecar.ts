@@ -300,26 +300,28 @@ export async function awaitHealthy(
   const policyLog = `${logs.stdout}${logs.stderr ? `\n--- stderr ---\n${logs.stderr}` : ""}`;
   // We never stop the sidecar while waiting for it: a kill then came from outside (the engine
   // stopping it on shutdown, an operator), not from the policy. The kill event precedes the exit.
-  let killed = false;
-  if (health.kind === "exited") {
-    await sleep(300);
-    killed = run.sandbox.engineWatch.killsOf(sidecar.name) > 0;
-  }
-  if (killed)
-    run.fail({
-      class: "infra",
-      code: "sidecar_killed",
-      message: `the policy sidecar was killed from outside (exit ${health.kind === "exited" ? health.code : "?"}) before it was healthy`,
-    });
-  else
-    run.fail({
-      class: "policy",
-      code: health.kind === "exited" ? "policy_crashed" : "policy_health_timeout",
-      message:
-        health.kind === "exited"
-          ? `the policy sidecar exited with status ${health.code} before it was healthy`
-          : `the policy sidecar was not healthy within ${healthMs} ms`,
-    });
+  const exit = health.kind === "exited" ? { code: health.code } : undefined;
+  const killedFromOutside =
+    exit !== undefined && (await sleep(300).then(() => run.sandbox.engineWatch.killsOf(sidecar.name) > 0));
+  run.fail(
+    killedFromOutside
+      ? {
+          class: "infra",
+          code: "sidecar_killed",
+          message: `the policy sidecar was killed from outside (exit ${exit?.code}) before it was healthy`,
+        }
+      : exit !== undefined
+        ? {
+            class: "policy",
+            code: "policy_crashed",
+            message: `the policy sidecar exited with status ${exit.code} before it was healthy`,
+          }
+        : {
+            class: "policy",
+            code: "policy_health_timeout",
+            message: `the policy sidecar was not healthy within ${healthMs} ms`,
+          },
+  );
   const first = run.failures[0]!;
   await run.artifacts.write(
     "error.txt",
