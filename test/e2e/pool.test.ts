@@ -9,7 +9,7 @@
  * the provider here is the Engy simulator on loopback, accepting that key alone).
  */
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
@@ -39,6 +39,34 @@ type JsonResult = Array<{
     scenarios: Array<{ scenario: string; quality: number; passed: number; tests: number; attempts: number }>;
   };
 }>;
+
+/**
+ * Each eval run ends within this (75 s alone, ~190 s under a loaded suite): a run that hangs is
+ * killed, and the failure shows where its log stopped instead of the suite's bare timeout.
+ */
+const RUN_DEADLINE_MS = 11 * 60_000;
+
+/** The last events of the eval log(s) in `dir`, one short line each. */
+function logTail(dir: string, n = 60): string {
+  let files: string[];
+  try {
+    files = readdirSync(dir).filter((f) => f.endsWith(".log"));
+  } catch {
+    return `(no log in ${dir})`;
+  }
+  const lines = files.flatMap((f) => readFileSync(join(dir, f), "utf8").split("\n").filter(Boolean));
+  return lines
+    .slice(-n)
+    .map((l) => {
+      try {
+        const { time, level, msg, pid: _p, hostname: _h, ...rest } = JSON.parse(l) as Record<string, unknown>;
+        return `${new Date(Number(time)).toISOString().slice(11, 23)} ${level} ${msg} ${JSON.stringify(rest).slice(0, 300)}`;
+      } catch {
+        return l.slice(0, 300);
+      }
+    })
+    .join("\n");
+}
 
 const parseJson = (stdout: string) => JSON.parse(stdout.slice(stdout.indexOf("[\n"))) as JsonResult;
 const essence = (r: JsonResult) =>
@@ -107,10 +135,12 @@ describe("two engines (e2e)", () => {
     const args = ["examples/packs/pin.json", "--suite", "builtin", "--json"];
 
     // The reference: this host's engine alone (ENGINES unset), three episodes at once.
-    const one = await runEvalCli(mkdtempSync(join(tmpdir(), "pool-one-")), [...args, "--concurrency", "3"], {
+    const oneDir = mkdtempSync(join(tmpdir(), "pool-one-"));
+    const one = await runEvalCli(oneDir, [...args, "--concurrency", "3"], {
       env,
+      killAfterMs: RUN_DEADLINE_MS,
     });
-    expect(one.code, one.stderr).toBe(0);
+    expect(one.code, `${one.stderr}\n${logTail(join(oneDir, "logs"))}`).toBe(0);
     const reference = parseJson(one.stdout);
     expect(reference[0]!.kind).toBe("verdict");
 
@@ -133,6 +163,7 @@ describe("two engines (e2e)", () => {
     const scans: Array<{ engine: string; inspected: number; hits: string[] }> = [];
     const two = await runEvalCli(dataDir, [...args, "--out", join(dataDir, "out")], {
       env: { ...env, ENGINES: engines },
+      killAfterMs: RUN_DEADLINE_MS,
       onChild: (child) => {
         pid = child.pid!;
         let busy = false;
@@ -168,7 +199,10 @@ describe("two engines (e2e)", () => {
         child.on("close", () => clearInterval(timer));
       },
     });
-    expect(two.code, two.stderr).toBe(0);
+    expect(
+      two.code,
+      `${two.stderr}\n${logTail(join(dataDir, "out"))}\nscans: ${scans.length}, killed ${killedAt ? new Date(killedAt).toISOString() : "never"}, restarted ${restarted}`,
+    ).toBe(0);
     expect(killedAt, "an episode ran on the second engine and the engine was killed").toBeGreaterThan(0);
 
     // The same verdict as one engine, every scenario once, in the spec's order.
