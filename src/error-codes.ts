@@ -65,6 +65,7 @@ export const ERROR_CODES = [
   "chain_set_weights_failed",
   "daemon_state",
   "internal_error",
+  "llm_key_missing_on_subnet",
   "loop_tick_failed",
   "offline_override_on_subnet",
   "pipeline_unavailable",

@@ -232,13 +232,15 @@ async function checkPlatform(ctx: Ctx): Promise<CheckResult> {
 
 async function checkLlm(ctx: Ctx): Promise<CheckResult> {
   const l = ctx.config.llm;
-  if (l.simulated)
+  if (l.simulated) {
+    const refused = ctx.config.evaluation.enabled && ctx.config.chain.network !== "local"; // src/daemon/subnet-rules.ts
     return {
       name: "llm",
-      level: "warn",
-      detail: "LLM_API_KEY is empty: the built-in Engy simulator answers every model call",
+      level: refused ? "fail" : "warn",
+      detail: `LLM_API_KEY is empty: the built-in Engy simulator answers every model call${refused ? `; the daemon refuses to evaluate on ${ctx.config.chain.network} without the key` : ""}`,
       fix: "set LLM_API_KEY in .env.validator before validating on the subnet",
     };
+  }
   try {
     const res = await fetch(`${l.baseUrl}/models`, {
       headers: { authorization: `Bearer ${l.apiKey}` },

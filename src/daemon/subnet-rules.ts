@@ -21,8 +21,10 @@ export function benchFor(c: Config): "builtin" | "registry" {
 }
 
 /**
- * A vote is made under upstream's rules: the models locked in code (the offline overrides for tests
- * and local rehearsals never reach a daemon on a real network, with or without a provider key) and
+ * A vote is made under upstream's rules: on the real models (a daemon that evaluates on a real
+ * network needs the provider key: without it the Engy simulator would answer, and its scores could
+ * agree with no other validator's), the models locked in code (the offline overrides for tests and
+ * local rehearsals never reach a daemon on a real network, with or without a provider key) and
  * provenance reported, not scored (the strict rule is for local evaluation).
  */
 export function assertSubnetRules(c: Config): void {
@@ -36,5 +38,10 @@ export function assertSubnetRules(c: Config): void {
     throw new InputError(
       "strict_provenance_on_subnet",
       `STRICT_PROVENANCE cannot be used on ${c.chain.network}: the subnet reports provenance and never scores it (unset it, or set NETWORK=local to rehearse)`,
+    );
+  if (c.evaluation.enabled && c.llm.simulated)
+    throw new InputError(
+      "llm_key_missing_on_subnet",
+      `EVAL_ENABLED is on for ${c.chain.network} but LLM_API_KEY is not set: the daemon would score packs on the built-in Engy simulator, and no other validator's vote could agree (set LLM_API_KEY; or EVAL_ENABLED=0 to set weights only; or NETWORK=local to rehearse on the simulator)`,
     );
 }

@@ -174,12 +174,20 @@ describe("the daemon on the subnet's benchmark", () => {
     expect((await docker.listNetworks({ filters: { label } })).length).toBe(0);
   }, 900_000);
 
-  it("refuses to start with the built-in suite on a real network, naming the fix", async () => {
-    const w = await world({ EVAL_ENABLED: "1", NETWORK: "finney", BENCH_SOURCE: "builtin" });
-    const run = startRun(w.env);
-    cleanups.push(async () => run.child.kill("SIGKILL"));
-    expect(await run.exited).not.toBe(0);
-    expect(run.out()).toMatch(/BENCH_SOURCE=builtin cannot vote on finney/);
-    expect(run.out()).not.toMatch(/\n\s+at /);
+  it("refuses to start on a real network with the built-in suite or on the simulator, naming the fix", async () => {
+    for (const [extra, refusal] of [
+      [
+        { EVAL_ENABLED: "1", NETWORK: "finney", BENCH_SOURCE: "builtin", LLM_API_KEY: "sk-trajrl-test" },
+        /BENCH_SOURCE=builtin cannot vote on finney/,
+      ],
+      [{ EVAL_ENABLED: "1", NETWORK: "finney" }, /EVAL_ENABLED is on for finney but LLM_API_KEY is not set/],
+    ] as const) {
+      const w = await world(extra);
+      const run = startRun(w.env);
+      cleanups.push(async () => run.child.kill("SIGKILL"));
+      expect(await run.exited).not.toBe(0);
+      expect(run.out()).toMatch(refusal);
+      expect(run.out()).not.toMatch(/\n\s+at /);
+    }
   }, 300_000);
 });

@@ -107,11 +107,14 @@ export interface TestEnvArgs {
 /**
  * The environment of a daemon wired to the fakes (also what a `run` child process gets). It
  * evaluates (EVAL_ENABLED=1): most daemon tests are about evaluations; a weight-only test passes
- * `EVAL_ENABLED: "0"`.
+ * `EVAL_ENABLED: "0"`. A daemon that evaluates on finney needs a provider key (the simulator never
+ * votes): the scripted pipeline calls no provider, so any key does; a run on the simulator passes
+ * `LLM_API_KEY: ""` with `NETWORK: "local"`.
  */
 export function testEnv(a: TestEnvArgs): Record<string, string> {
   return {
     EVAL_ENABLED: "1",
+    LLM_API_KEY: "sk-trajrl-test-daemon",
     DATA_DIR: a.dataDir,
     LOG_LEVEL: "debug",
     NETWORK: "finney",

@@ -96,6 +96,19 @@ describe("trajrl-validator check", () => {
       expect(line(r.stdout, name)).toMatch(/^ok +\S+ +not used: weight-only mode \(EVAL_ENABLED off\)$/);
   }, 60_000);
 
+  it("without a provider key: a warning for a rehearsal, a failure where the daemon would refuse to evaluate", async () => {
+    const finney = await check({ ...env, LLM_API_KEY: "" }, "--only", "llm");
+    expect(finney.code, finney.stdout).toBe(1);
+    expect(line(finney.stdout, "llm")).toMatch(
+      /^FAIL +llm +LLM_API_KEY is empty: .*; the daemon refuses to evaluate on finney without the key$/,
+    );
+    const local = await check({ ...env, LLM_API_KEY: "", NETWORK: "local" }, "--only", "llm");
+    expect(local.code, local.stdout).toBe(0);
+    expect(line(local.stdout, "llm")).toMatch(
+      /^warn +llm +LLM_API_KEY is empty: the built-in Engy simulator answers every model call$/,
+    );
+  }, 60_000);
+
   it("fails, naming what to change: a refused key, an unregistered hotkey, an unreachable platform", async () => {
     const other = await writeWallet(join(dir, "other"));
     const deadPlatform = "http://127.0.0.1:9"; // discard port: nothing listens on loopback there

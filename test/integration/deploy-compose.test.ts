@@ -119,7 +119,11 @@ class Project {
   }
 }
 
-/** The validator's settings; the chain and the platform answer nowhere until the local network's override points them at it. */
+/**
+ * The validator's settings; the chain and the platform answer nowhere until the local network's
+ * override points them at it (and turns evaluation on: on finney a daemon evaluates only with a
+ * provider key, which no test may use).
+ */
 const OFFLINE_ENV = {
   LLM_API_KEY: "",
   NETWORK: "finney",
@@ -129,7 +133,7 @@ const OFFLINE_ENV = {
   WEIGHTS_INTERVAL_S: "1",
   DEGRADED_AFTER_S: "5",
   ENGY_SIM_LATENCY_SCALE: "0.3",
-  EVAL_ENABLED: "1",
+  EVAL_ENABLED: "0",
 };
 
 let docker: Docker;

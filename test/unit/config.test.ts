@@ -138,6 +138,16 @@ describe("config", () => {
       ).not.toThrow();
       expect(() => assertSubnetRules(loadConfig(key))).not.toThrow();
     });
+    it("a daemon that evaluates on a real network needs the provider key: the simulator never votes", () => {
+      for (const NETWORK of ["finney", "test"])
+        expect(() => assertSubnetRules(loadConfig({ NETWORK, EVAL_ENABLED: "1" }))).toThrow(
+          new RegExp(`EVAL_ENABLED is on for ${NETWORK} but LLM_API_KEY is not set`),
+        );
+      // Weight-only needs no provider; a key, or a local chain, lifts the refusal.
+      expect(() => assertSubnetRules(loadConfig({ EVAL_ENABLED: "0" }))).not.toThrow();
+      expect(() => assertSubnetRules(loadConfig({ ...key, EVAL_ENABLED: "1" }))).not.toThrow();
+      expect(() => assertSubnetRules(loadConfig({ NETWORK: "local", EVAL_ENABLED: "1" }))).not.toThrow();
+    });
   });
 
   it("every variable is documented in .env.validator.example", () => {
