@@ -86,11 +86,23 @@ export function processBoot(
 
 /**
  * This process's container id: Docker bind-mounts the container's hostname, hosts and resolv.conf
- * files from /var/lib/docker/containers/<id>/, which shows in mountinfo even under a custom hostname.
+ * files from /var/lib/docker/containers/<id>/ onto /etc/hostname, /etc/hosts and /etc/resolv.conf,
+ * which shows in mountinfo even under a custom hostname. Only a mount ON one of those three paths
+ * counts: on a host, the mount table briefly lists the same files of every container being started,
+ * mounted into that container's root (…/overlay2/…/merged/etc/hostname). Taking one of those, a
+ * process on the host labelled its episodes as another container's, and every other process's
+ * reaper removed them as an owner's that was gone once that container was.
  */
 export function containerIdFromMountinfo(mountinfo: string): string | undefined {
-  const m = /\/containers\/([0-9a-f]{64})\/(?:hostname|hosts|resolv\.conf)/.exec(mountinfo);
-  return m ? m[1]! : undefined;
+  for (const line of mountinfo.split("\n")) {
+    // ID PARENT MAJ:MIN ROOT MOUNTPOINT …
+    const [, , , root, mountPoint] = line.split(" ");
+    if (mountPoint !== "/etc/hostname" && mountPoint !== "/etc/hosts" && mountPoint !== "/etc/resolv.conf")
+      continue;
+    const m = /\/containers\/([0-9a-f]{64})\/(hostname|hosts|resolv\.conf)$/.exec(root ?? "");
+    if (m && `/etc/${m[2]}` === mountPoint) return m[1]!;
+  }
+  return undefined;
 }
 
 export function labelsFor(

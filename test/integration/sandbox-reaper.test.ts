@@ -6,10 +6,17 @@
  */
 import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createContainer, SIDECAR_LIMITS, startContainer } from "../../src/sandbox/index.js";
-import { LABEL, labelsFor, newSession, type SandboxSession } from "../../src/sandbox/labels.js";
+import { createContainer, packTar, SIDECAR_LIMITS, startContainer } from "../../src/sandbox/index.js";
+import {
+  containerIdFromMountinfo,
+  LABEL,
+  labelsFor,
+  newSession,
+  type SandboxSession,
+} from "../../src/sandbox/labels.js";
 import type { Sandbox } from "../../src/sandbox/sandbox.js";
 import { BASE_IMAGE, countLabelled, openTestSandbox } from "../helpers/sandbox.js";
 
@@ -132,4 +139,61 @@ describe("reaper", () => {
     sb.reaper.stop();
     expect(await exists("network", mineLive)).toBe(false);
   }, 60_000);
+});
+
+describe("whose objects: a process on the host is in no container", () => {
+  it("while the engine copies files in and out of a running container, a new session names no container", async () => {
+    // Docker 20.10 mounts a running container's files, /etc/hostname among them, into the host's
+    // mount table for the length of each archive call. A session opened then took that container
+    // for its own: its episodes carried the label, and once that container was gone every other
+    // process's reaper removed them as a dead owner's (the suite's "killed from outside" faults).
+    const name = `trajrl-mounts-${tag}`;
+    const c = await createContainer(docker, {
+      name,
+      image: BASE_IMAGE,
+      cmd: ["sleep", "600"],
+      labels: labelsFor(sb.session, "agent", `mounts-${tag}`, Date.now() / 1000 + 600),
+      limits: SIDECAR_LIMITS,
+      network: { kind: "none" },
+    });
+    try {
+      await startContainer(c);
+      const file = await packTar([{ name: "probe.txt", data: "probe\n" }]);
+      let copying = true;
+      const copies = (async () => {
+        for (let i = 0; copying && i < 2_000; i++) {
+          await c.putArchive(file, { path: "/tmp" });
+          const out = (await c.getArchive({ path: "/tmp/probe.txt" })) as NodeJS.ReadableStream;
+          for await (const _ of out) {
+            // drain
+          }
+        }
+      })();
+      const shownFiles = `/containers/${c.id}/hostname `;
+      const named = new Set<string>();
+      let reads = 0;
+      let shown = 0;
+      const until = Date.now() + 60_000;
+      // Read the mount table between the copies until it has shown the container's files a few times.
+      while (Date.now() < until && shown < 5) {
+        for (let k = 0; k < 200; k++, reads++) {
+          const table = readFileSync("/proc/self/mountinfo", "utf8");
+          if (table.includes(shownFiles)) shown++;
+          const own = containerIdFromMountinfo(table);
+          if (own) named.add(own);
+        }
+        await new Promise((r) => setImmediate(r));
+      }
+      copying = false;
+      await copies;
+      console.log(
+        `mount table: ${reads} reads, the container's files shown in ${shown}, a session named: ${[...named].join(",") || "none"}`,
+      );
+      expect(shown, "the engine showed the container's files in this host's mount table").toBeGreaterThan(0);
+      expect([...named]).toEqual([]);
+      expect(newSession().container).toBeUndefined();
+    } finally {
+      await c.remove({ force: true });
+    }
+  }, 120_000);
 });

@@ -159,6 +159,32 @@ describe("reaper decisions", () => {
       ),
     ).toBe(id);
     expect(containerIdFromMountinfo("22 1 0:21 / /proc rw - proc proc rw\n")).toBeUndefined();
+    // On a host, the mount table lists the files of a container being started, mounted into its
+    // root: that container is not this process's (taking it made other processes reap our episodes).
+    const other = "cd".repeat(32);
+    const starting = ["resolv.conf", "hostname", "hosts"]
+      .map(
+        (f, k) =>
+          `${105 + k} 104 254:0 /var/lib/docker/containers/${other}/${f} /var/lib/docker/overlay2/6a08/merged/etc/${f} rw,relatime - ext4 /dev/vda rw`,
+      )
+      .join("\n");
+    expect(containerIdFromMountinfo(`22 1 0:21 / /proc rw - proc proc rw\n${starting}\n`)).toBeUndefined();
+    // In a container, its own files are on /etc; another container's being started does not matter.
+    expect(
+      containerIdFromMountinfo(
+        `${starting}\n612 590 254:0 /var/lib/docker/containers/${id}/hostname /etc/hostname rw - ext4 /dev/vda rw\n`,
+      ),
+    ).toBe(id);
+    // A data root on its own file system: the root is relative to it.
+    expect(
+      containerIdFromMountinfo(`612 590 254:3 /containers/${id}/hosts /etc/hosts rw - ext4 /dev/vdb rw\n`),
+    ).toBe(id);
+    // A file mounted on another name is not Docker's.
+    expect(
+      containerIdFromMountinfo(
+        `612 590 254:0 /var/lib/docker/containers/${id}/hosts /etc/hostname rw - ext4 /dev/vda rw\n`,
+      ),
+    ).toBeUndefined();
   });
 
   it("labels every object with role, session, episode, expiry, host and pid", () => {
