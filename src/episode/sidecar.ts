@@ -248,10 +248,22 @@ async function pollHealth(
 ): Promise<HealthOutcome> {
   const done = new AbortController();
   const signal = AbortSignal.any([dl.signal, done.signal]);
-  const exited = waitExit(container, signal).then(
-    (code): HealthOutcome => ({ kind: "exited", code }),
-    () => undefined,
-  );
+  // The engine's wait can fail while the container runs on (a dropped connection under load): that
+  // says nothing of the policy, so it is asked again. Only an exit, a health answer or the deadline
+  // ends the gate (a failed wait once ended it as "aborted", an infra failure of nobody's making).
+  const exited = (async (): Promise<HealthOutcome | undefined> => {
+    while (!signal.aborted) {
+      try {
+        return { kind: "exited", code: await waitExit(container, signal) };
+      } catch {
+        if (signal.aborted) break;
+        const info = await inspectContainer(container).catch(() => undefined);
+        if (info && !info.State.Running) return { kind: "exited", code: info.State.ExitCode };
+        await sleep(250, undefined, { signal }).catch(() => undefined);
+      }
+    }
+    return undefined;
+  })();
   const healthy = (async (): Promise<HealthOutcome | undefined> => {
     while (!signal.aborted) {
       if (await httpOk(url, signal, bodyIncludes)) return { kind: "healthy" };

@@ -44,6 +44,10 @@ class StallingEngine {
     return new Promise((resolve) => this.server.listen(this.path, resolve));
   }
 
+  /** The first request matching `drop` has its connection closed unanswered (a dropped connection). */
+  drop: RegExp | undefined;
+  dropped: string[] = [];
+
   private hold(req: IncomingMessage): boolean {
     const what = `${req.method} ${decodeURIComponent(req.url ?? "")}`;
     if (!this.stall?.test(what)) return false;
@@ -55,6 +59,13 @@ class StallingEngine {
 
   private forward(req: IncomingMessage, res: ServerResponse): void {
     if (this.hold(req)) return;
+    const what = `${req.method} ${decodeURIComponent(req.url ?? "")}`;
+    if (this.drop?.test(what)) {
+      this.drop = undefined; // once
+      this.dropped.push(what);
+      res.socket?.destroy();
+      return;
+    }
     const up = request(
       { socketPath: ENGINE, method: req.method, path: req.url, headers: req.headers, agent: false },
       (ures) => {
@@ -168,6 +179,18 @@ describe("a hung engine call ends the episode as infra, within its deadline", ()
     },
     300_000,
   );
+
+  it("a wait the engine drops while the policy boots is asked again: the episode is graded", async () => {
+    // The first wait of an episode is the health gate's, on the sidecar. Dropped, it once ended the
+    // episode as `aborted` (infra, re-run) although nothing had happened to the policy.
+    proxy.drop = /^POST \/[^ ]*containers\/[^/]+\/wait\?condition=not-running/;
+    proxy.dropped = [];
+    const { r } = await episode(undefined);
+    expect(proxy.dropped).toHaveLength(1);
+    expect(r.failure).toBeNull();
+    expect(r.status).toBe("scored");
+    expect(r.tests).toBe(6);
+  }, 300_000);
 
   it("a hung log read costs the logs only: the episode is graded", async () => {
     const { r } = await episode(/^GET \/[^ ]*containers\/[^/]+\/logs/);
