@@ -152,9 +152,9 @@ export function pingWithin(docker: Docker, ms: number): Promise<unknown> {
 }
 
 /**
- * Shut one engine's sandbox down. An engine that is down gets one short chance: if it answers
- * again, what this process left there goes now; a silent one must not hold the shutdown (the next
- * start sweeps it).
+ * Shut one engine's sandbox down, within a bound. An engine that is down gets one short chance: if
+ * it answers again, what this process left there goes now; a silent one must not hold the shutdown
+ * (the next start sweeps it).
  */
 export async function closeEngine(e: PoolEngine): Promise<void> {
   clearTimeout(e.probeTimer);
@@ -175,5 +175,8 @@ export async function closeEngine(e: PoolEngine): Promise<void> {
       );
     return;
   }
-  await e.sandbox.close().catch((x) => e.log.warn({ err: (x as Error).message }, "engine.close_failed"));
+  // A ready engine that stops answering now must not hold the shutdown either (the next start sweeps).
+  await withTimeout(e.sandbox.close(), 120_000, () => e.conn?.sever("closing"), "the last sweep").catch((x) =>
+    e.log.warn({ err: (x as Error).message }, "engine.close_failed"),
+  );
 }

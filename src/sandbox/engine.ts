@@ -3,7 +3,9 @@
  * certificates, or `ssh://` (the engine's own `docker system dial-stdio` over SSH, as the docker CLI
  * does). Requests go through an agent of ours that knows every socket it opened, so an engine that
  * is cut off (no reset, just silence) can be severed at once: every request in flight fails, and
- * every new one fails without waiting for a TCP timeout, until the engine is restored.
+ * every new one fails without waiting for a TCP timeout, until the engine is restored. Every plain
+ * request has a deadline from the start (`boundEngineCalls`): the pool's checks, sweeps and image
+ * inspections never wait on an engine that accepts connections and does not answer.
  */
 import { readFileSync } from "node:fs";
 import { Agent as HttpAgent } from "node:http";
@@ -11,7 +13,7 @@ import { Agent as HttpsAgent } from "node:https";
 import type { Socket } from "node:net";
 import Docker from "dockerode";
 import { InfraError, InputError } from "../errors.js";
-import { dockerMessage } from "./docker.js";
+import { boundEngineCalls, dockerMessage } from "./docker.js";
 
 /** The oldest engine API the sandbox uses (Docker 20.10). */
 export const MIN_API_VERSION = "1.41";
@@ -135,7 +137,9 @@ export function connectEngine(ep: EngineEndpoint): EngineConnection {
   const u = parseEngineUrl(ep.url);
   if (u.kind === "unix") {
     const t = trackingAgent(HttpAgent, { keepAlive: true });
-    const docker = new Docker({ socketPath: u.socketPath, agent: t.agent } as Docker.DockerOptions);
+    const docker = boundEngineCalls(
+      new Docker({ socketPath: u.socketPath, agent: t.agent } as Docker.DockerOptions),
+    );
     return {
       docker,
       kind: "unix",
@@ -157,15 +161,17 @@ export function connectEngine(ep: EngineEndpoint): EngineConnection {
     const cert = readPem(ep.tlsDir, "cert.pem");
     const key = readPem(ep.tlsDir, "key.pem");
     const t = trackingAgent(HttpsAgent, { keepAlive: true, ca, cert, key });
-    const docker = new Docker({
-      protocol: "https",
-      host: u.host,
-      port: u.port,
-      ca,
-      cert,
-      key,
-      agent: t.agent,
-    } as Docker.DockerOptions);
+    const docker = boundEngineCalls(
+      new Docker({
+        protocol: "https",
+        host: u.host,
+        port: u.port,
+        ca,
+        cert,
+        key,
+        agent: t.agent,
+      } as Docker.DockerOptions),
+    );
     return {
       docker,
       kind: "tcp",
@@ -190,19 +196,21 @@ export function connectEngine(ep: EngineEndpoint): EngineConnection {
       );
     }
   }
-  const docker = new Docker({
-    protocol: "ssh",
-    host: u.host,
-    port: u.port,
-    ...(u.username ? { username: u.username } : {}),
-    sshOptions: {
-      ...(privateKey ? { privateKey } : {}),
-      ...(ep.sshAgent ? { agent: ep.sshAgent } : {}),
-      keepaliveInterval: 5_000,
-      keepaliveCountMax: 3,
-      readyTimeout: 15_000,
-    },
-  } as Docker.DockerOptions);
+  const docker = boundEngineCalls(
+    new Docker({
+      protocol: "ssh",
+      host: u.host,
+      port: u.port,
+      ...(u.username ? { username: u.username } : {}),
+      sshOptions: {
+        ...(privateKey ? { privateKey } : {}),
+        ...(ep.sshAgent ? { agent: ep.sshAgent } : {}),
+        keepaliveInterval: 5_000,
+        keepaliveCountMax: 3,
+        readyTimeout: 15_000,
+      },
+    } as Docker.DockerOptions),
+  );
   let severed = false;
   return {
     docker,

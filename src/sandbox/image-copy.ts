@@ -19,11 +19,12 @@ export async function imageIdOf(docker: Docker, ref: string): Promise<string | u
 }
 
 /** Read a load/pull answer to its end; the engine reports failures inside the stream. */
-async function drainJsonLines(stream: Readable, what: string): Promise<string[]> {
+async function drainJsonLines(stream: Readable, what: string, onChunk?: () => void): Promise<string[]> {
   const said: string[] = [];
   let buf = "";
   let error: string | undefined;
   for await (const chunk of stream) {
+    onChunk?.();
     buf += chunk.toString();
     for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
       const line = buf.slice(0, i).trim();
@@ -53,62 +54,93 @@ export interface CopyProgress {
 
 /**
  * Copy `refs` (tags or ids present on `from`) to `to` in one stream. Resolves with the bytes moved.
- * Fails with `image_copy_failed` (infra) naming the side that failed.
+ * Fails with `image_copy_failed` (infra) naming the side that failed, or when no byte moved and the
+ * target said nothing for `stallMs` (an engine that accepts the stream and stops reading must not
+ * hold the copy, and every episode waiting on it, forever).
  */
 export async function copyImages(
   from: Docker,
   to: Docker,
   refs: readonly string[],
-  opts: { signal?: AbortSignal; onProgress?: (p: CopyProgress) => void } = {},
+  opts: { signal?: AbortSignal; onProgress?: (p: CopyProgress) => void; stallMs?: number } = {},
 ): Promise<{ bytes: number }> {
-  let source: Readable;
-  try {
-    type SaveMany = (o: Record<string, unknown>) => Promise<unknown>;
-    source = (await (from as unknown as { getImages: SaveMany }).getImages({
-      names: [...refs],
-      ...(opts.signal ? { abortSignal: opts.signal } : {}),
-    })) as Readable;
-  } catch (err) {
-    if (isAbortError(err)) throw err;
-    throw new InfraError(
-      "image_copy_failed",
-      `saving ${refs.join(", ")} on the source engine: ${dockerMessage(err)}`,
-      {
-        cause: err,
-      },
+  const stallMs = opts.stallMs ?? 600_000;
+  const stall = new AbortController();
+  const signal = opts.signal ? AbortSignal.any([opts.signal, stall.signal]) : stall.signal;
+  let timer: NodeJS.Timeout | undefined;
+  const alive = () => {
+    clearTimeout(timer);
+    timer = setTimeout(
+      () =>
+        stall.abort(
+          new InfraError(
+            "image_copy_failed",
+            `copying ${refs.join(", ")}: no progress for ${Math.round(stallMs / 1000)} s`,
+          ),
+        ),
+      stallMs,
     );
-  }
-  let bytes = 0;
-  let last = 0;
-  const counted = new PassThrough();
-  source.on("data", (c: Buffer) => {
-    bytes += c.length;
-    if (bytes - last >= 8 * 1024 * 1024) {
-      last = bytes;
-      opts.onProgress?.({ bytes });
-    }
-  });
-  source.on("error", (err) => counted.destroy(err));
-  source.pipe(counted);
+    timer.unref();
+  };
+  /** The stall's own error, else `err` as it came. */
+  const why = (err: unknown) => (stall.signal.aborted ? stall.signal.reason : err);
+  alive();
   try {
-    const answer = (await to.loadImage(
-      counted as never,
-      {
-        quiet: true,
-        ...(opts.signal ? { abortSignal: opts.signal } : {}),
-      } as never,
-    )) as unknown as Readable;
-    await drainJsonLines(answer, `loading ${refs.join(", ")} into the engine`);
-  } catch (err) {
-    source.destroy();
-    if (isAbortError(err)) throw err;
-    if (err instanceof InfraError) throw err;
-    throw new InfraError("image_copy_failed", `loading ${refs.join(", ")}: ${dockerMessage(err)}`, {
-      cause: err,
+    let source: Readable;
+    try {
+      type SaveMany = (o: Record<string, unknown>) => Promise<unknown>;
+      source = (await (from as unknown as { getImages: SaveMany }).getImages({
+        names: [...refs],
+        abortSignal: signal,
+      })) as Readable;
+    } catch (err) {
+      if (stall.signal.aborted || isAbortError(err)) throw why(err);
+      throw new InfraError(
+        "image_copy_failed",
+        `saving ${refs.join(", ")} on the source engine: ${dockerMessage(err)}`,
+        { cause: err },
+      );
+    }
+    let bytes = 0;
+    let last = 0;
+    const counted = new PassThrough();
+    source.on("data", (c: Buffer) => {
+      alive();
+      bytes += c.length;
+      if (bytes - last >= 8 * 1024 * 1024) {
+        last = bytes;
+        opts.onProgress?.({ bytes });
+      }
     });
+    source.on("error", (err) => counted.destroy(err));
+    source.pipe(counted);
+    const onStall = () => {
+      source.destroy();
+      counted.destroy(stall.signal.reason as Error);
+    };
+    stall.signal.addEventListener("abort", onStall, { once: true });
+    try {
+      const answer = (await to.loadImage(
+        counted as never,
+        { quiet: true, abortSignal: signal } as never,
+      )) as unknown as Readable;
+      await drainJsonLines(answer, `loading ${refs.join(", ")} into the engine`, alive);
+    } catch (err) {
+      source.destroy();
+      if (stall.signal.aborted) throw why(err);
+      if (isAbortError(err)) throw err;
+      if (err instanceof InfraError) throw err;
+      throw new InfraError("image_copy_failed", `loading ${refs.join(", ")}: ${dockerMessage(err)}`, {
+        cause: err,
+      });
+    } finally {
+      stall.signal.removeEventListener("abort", onStall);
+    }
+    opts.onProgress?.({ bytes });
+    return { bytes };
+  } finally {
+    clearTimeout(timer);
   }
-  opts.onProgress?.({ bytes });
-  return { bytes };
 }
 
 /** Pull `repo@sha256:…` on `to`, then tag it `ref` (what the episode creates containers from). */
