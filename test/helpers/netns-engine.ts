@@ -12,7 +12,16 @@
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomBytes, randomInt } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { connect, createServer } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -238,20 +247,27 @@ function pidsMentioning(needle: string): number[] {
   return out;
 }
 
+/**
+ * SIGKILL `pid` only while its command line still names `needle`. A pid file outlives its process,
+ * and on a busy host (pid_max 32768) the number is soon another process's: a test's verifier, an
+ * agent, the suite itself. A pid read from a file is never killed on its number alone.
+ */
+function killIfMentions(pid: number | undefined, needle: string): void {
+  if (!pid) return;
+  try {
+    if (!readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(needle)) return;
+    process.kill(pid, "SIGKILL");
+  } catch {
+    // gone
+  }
+}
+
 function teardown(tag: string): void {
   const root = `${ROOT_PREFIX}${tag}`;
   const netns = `trajrl-netns-${tag}`;
-  for (const f of ["docker.pid", "exec/containerd/containerd.pid"]) {
-    const pid = readPid(join(root, f));
-    if (pid && pidAlive(pid)) {
-      try {
-        process.kill(pid, "SIGKILL");
-      } catch {
-        // gone
-      }
-    }
-  }
-  for (const pid of pidsMentioning(join(root, "exec"))) {
+  // dockerd (--data-root ROOT/data), its containerd (--config ROOT/exec/…) and the shims
+  // (-address ROOT/exec/…): every one names the root; nothing is killed by a pid file's number.
+  for (const pid of pidsMentioning(`${root}/`)) {
     try {
       process.kill(pid, "SIGKILL");
     } catch {
@@ -290,14 +306,24 @@ export async function startNetnsEngine(): Promise<NetnsEngine> {
   const tag = randomBytes(3).toString("hex");
   const root = `${ROOT_PREFIX}${tag}`;
   const netns = `trajrl-netns-${tag}`;
-  const octet = randomInt(0, 256);
+  // An octet no interface of this host uses yet (another test's engine may be running).
+  const used = new Set(
+    [...run("ip", ["-4", "-o", "addr", "show"]).matchAll(/inet 10\.25[12]\.(\d+)\./g)].map((m) =>
+      Number(m[1]),
+    ),
+  );
+  const free = [...Array(256).keys()].filter((o) => !used.has(o));
+  const octet = free[randomInt(0, free.length)]!;
   const hostIp = `10.251.${octet}.1`;
   const nsIp = `10.251.${octet}.2`;
   const tlsDir = join(root, "certs");
   const socketPath = join(root, "docker.sock");
   let child: ChildProcess | undefined;
-  mkdirSync(root, { recursive: true });
-  writeFileSync(join(root, "owner.pid"), String(process.pid));
+  // The root appears with its owner in it (a rename): another process's sweep never sees it ownerless.
+  const staging = `/var/tmp/.trajrl-netns-staging-${tag}`;
+  mkdirSync(staging, { recursive: true });
+  writeFileSync(join(staging, "owner.pid"), String(process.pid));
+  renameSync(staging, root);
   try {
     makeCerts(tlsDir, nsIp);
     writeFileSync(join(root, "daemon.json"), "{}\n");
@@ -400,8 +426,8 @@ export async function startNetnsEngine(): Promise<NetnsEngine> {
     pid: () => (running() ? child?.pid : undefined),
     async kill() {
       const containerd = readPid(join(root, "exec/containerd/containerd.pid"));
-      if (child?.pid) process.kill(child.pid, "SIGKILL");
-      if (containerd && pidAlive(containerd)) process.kill(containerd, "SIGKILL");
+      if (child?.pid && running()) process.kill(child.pid, "SIGKILL");
+      killIfMentions(containerd, `${root}/`);
       for (let i = 0; i < 40 && running(); i++) await sleep(50);
     },
     async restart() {
