@@ -26,6 +26,8 @@ import { connect, createServer } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import Docker from "dockerode";
+import { pingWithin } from "../../src/pool/engine.js";
+import { boundEngineCalls } from "../../src/sandbox/docker.js";
 
 const ROOT_PREFIX = "/var/tmp/trajrl-netns-";
 
@@ -382,13 +384,14 @@ export async function startNetnsEngine(): Promise<NetnsEngine> {
     );
     child.unref();
   };
-  const docker = new Docker({ socketPath });
+  // The test's own client: no call waits forever on an engine the test killed or wedged.
+  const docker = boundEngineCalls(new Docker({ socketPath }), { callMs: 60_000 });
   // A process killed by a signal keeps exitCode null: both say it is gone.
   const running = () => child !== undefined && child.exitCode === null && child.signalCode === null;
   const waitUp = async () => {
     for (let i = 0; i < 120; i++) {
       try {
-        await docker.ping();
+        await pingWithin(docker, 5_000);
         return;
       } catch {
         if (child && !running()) break;
