@@ -21,6 +21,7 @@
  * project, and is removed at the end (`down -v`); the image tag is removed without its layers.
  */
 import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -35,8 +36,11 @@ import { requireDocker } from "../helpers/docker.js";
 const pexec = promisify(execFile);
 const root = new URL("../..", import.meta.url).pathname;
 const LABEL = "trajrl.test=deploy-compose";
-const TAG = `trajrl-test/validator:deploy-${process.pid}`;
-const PROJECT = `trajrltest${process.pid}`;
+// Random, not the pid alone: a pid comes back (pid_max 32768), and a project killed before its
+// `down -v` left a data volume whose old verdicts a namesake project would read as its own.
+const RUN = randomBytes(4).toString("hex");
+const TAG = `trajrl-test/validator:deploy-${RUN}`;
+const PROJECT = `trajrltest${RUN}`;
 const COMPOSE = ["compose", "-f", "docker/docker-compose.validator.yml"];
 
 interface Run {
