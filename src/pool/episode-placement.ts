@@ -1,5 +1,6 @@
 /** Where one episode runs, as the evaluation sees it: a placement, an engine's loss, the one-sandbox case. */
 import type { EpisodeImages, EpisodeResult } from "../episode/index.js";
+import { InfraError } from "../errors.js";
 import type { Sandbox } from "../sandbox/index.js";
 
 /** Where one episode runs: what runEpisode needs of the engine. */
@@ -44,4 +45,38 @@ export function singleEngine(sandbox: Sandbox): EvaluationPlacement {
   return {
     run: (_scenario, signal, fn) => fn({ engine: "local", sandbox, signal, images: (of) => of }),
   };
+}
+
+/**
+ * `episode`, unless its engine is lost and it has not ended `graceMs` later: then it is given up as
+ * `engine_lost` (infra: re-run on another engine) whatever it still waits on over there, so an
+ * evaluation never stalls on an engine that went away. (`onAbandon` is told; the episode's scope
+ * stays live and goes with the engine's last sweep.)
+ */
+export function unlessStuckAfterLoss<T>(
+  episode: Promise<T>,
+  lost: AbortSignal,
+  graceMs: number,
+  onAbandon: () => void,
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let timer: NodeJS.Timeout | undefined;
+    const onLost = () => {
+      timer = setTimeout(() => {
+        onAbandon();
+        reject(
+          new InfraError(
+            "engine_lost",
+            `the episode did not end within ${Math.round(graceMs / 1000)} s of its engine's loss and was given up; it runs again`,
+          ),
+        );
+      }, graceMs);
+    };
+    if (lost.aborted) onLost();
+    else lost.addEventListener("abort", onLost, { once: true });
+    episode.then(resolve, reject).finally(() => {
+      clearTimeout(timer);
+      lost.removeEventListener("abort", onLost);
+    });
+  });
 }

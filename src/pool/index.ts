@@ -6,6 +6,7 @@ export {
   engineLost,
   type Placement,
   singleEngine,
+  unlessStuckAfterLoss,
 } from "./episode-placement.js";
 export type { PoolObserver, PoolOptions } from "./options.js";
 export { type Candidate, pickEngine, probeDelayMs, totalSlots } from "./placement.js";

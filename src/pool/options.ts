@@ -41,6 +41,8 @@ export interface PoolOptions {
   checkTimeoutMs?: number;
   /** Episodes waiting while no engine is ready fail (infra) after this long (default 10 min). */
   noEngineMs?: number;
+  /** An episode still running this long after its engine was lost is given up (default 60 s). */
+  abandonAfterLossMs?: number;
   reapIntervalMs?: number;
   /** Sandbox firewall; "off" only where the operator chose it. */
   firewall?: "iptables" | "off";

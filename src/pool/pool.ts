@@ -30,7 +30,7 @@ import {
   pingWithin,
   viewOf,
 } from "./engine.js";
-import { type EvaluationPlacement, engineLost } from "./episode-placement.js";
+import { type EvaluationPlacement, engineLost, unlessStuckAfterLoss } from "./episode-placement.js";
 import { EngineImages } from "./images.js";
 import type { PoolOptions } from "./options.js";
 import { pickEngine, probeDelayMs, totalSlots } from "./placement.js";
@@ -432,20 +432,26 @@ export class EnginePool {
         const e = await this.acquire(avoid, signal);
         const lost = e.lost.signal;
         let r: EpisodeResult | undefined;
+        const failedHere = () =>
+          failedOn.set(scenario, (failedOn.get(scenario) ?? new Set()).add(e.cfg.name));
         try {
           e.log.info({ scenario, ...(episode ? { episode } : {}), running: e.running }, "episode.placed");
-          r = await fn({
-            engine: e.cfg.name,
-            sandbox: e.sandbox!,
-            signal: AbortSignal.any([signal, lost]),
-            images: (of) => this.images.imagesOn(e, of),
-          });
+          r = await unlessStuckAfterLoss(
+            fn({
+              engine: e.cfg.name,
+              sandbox: e.sandbox!,
+              signal: AbortSignal.any([signal, lost]),
+              images: (of) => this.images.imagesOn(e, of),
+            }),
+            lost,
+            this.opts.abandonAfterLossMs ?? 60_000,
+            () => {
+              e.log.error({ scenario, ...(episode ? { episode } : {}) }, "episode.abandoned");
+              failedHere();
+            },
+          );
           if (lost.aborted && !signal.aborted) r = engineLost(r, e.cfg.name, lost.reason);
-          if (r.status === "failed" && r.failure?.class === "infra") {
-            const s = failedOn.get(scenario) ?? new Set<string>();
-            s.add(e.cfg.name);
-            failedOn.set(scenario, s);
-          }
+          if (r.status === "failed" && r.failure?.class === "infra") failedHere();
           return r;
         } finally {
           this.release(e, r);
@@ -453,8 +459,6 @@ export class EnginePool {
       },
     };
   }
-
-  // ------------------------------------------------------------------ images
 
   // ------------------------------------------------------------------ images, views and shutdown
 

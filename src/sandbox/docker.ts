@@ -46,6 +46,12 @@ type Dial = (options: DialOptions, callback: (err: unknown, data: unknown) => vo
  * callers bound them: archives and logs by `copyMs`, exec and attach by the episode's deadlines)
  * and `wait`, which blocks for as long as the container runs, on purpose. A request that runs out
  * of time fails as `InfraError("docker_timeout")`.
+ *
+ * Every request with a signal (its own or the deadline) also fails when that signal fires, even
+ * where docker-modem would never call back: for a plain request whose answer had begun (a `wait`:
+ * the engine sends its headers at once, the body when the container exits) when the connection
+ * died (the engine killed or restarted), docker-modem listens to the body's `data` and `end`
+ * only, so neither the closed connection nor the abort ever settled it: an episode waited forever.
  */
 export function boundEngineCalls(docker: Docker, over: Partial<EngineTimeouts> = {}): Docker {
   const modem = docker.modem as unknown as { dial: Dial };
@@ -54,22 +60,28 @@ export function boundEngineCalls(docker: Docker, over: Partial<EngineTimeouts> =
   if (installed) return docker;
   const dial = modem.dial.bind(modem);
   modem.dial = (options, callback) => {
-    if (options.abortSignal || options.isStream || options.hijack || /\/wait\?/.test(options.path))
-      return dial(options, callback);
+    const own = !(options.abortSignal || options.isStream || options.hijack || /\/wait\?/.test(options.path));
     const ms = configured.get(modem)!.callMs;
-    const signal = AbortSignal.timeout(ms);
-    dial({ ...options, abortSignal: signal }, (err, data) => {
-      if (err && signal.aborted)
+    const signal = own ? AbortSignal.timeout(ms) : options.abortSignal;
+    const what = `${options.method} ${options.path.replace(/\?$/, "")}`;
+    let settled = false;
+    const settle = (err: unknown, data: unknown) => {
+      if (settled) return;
+      settled = true;
+      signal?.removeEventListener("abort", onAbort);
+      if (err && own && signal?.aborted)
         return callback(
-          new InfraError(
-            "docker_timeout",
-            `${options.method} ${options.path.replace(/\?$/, "")}: the engine did not answer within ${ms} ms`,
-            { cause: err },
-          ),
+          new InfraError("docker_timeout", `${what}: the engine did not answer within ${ms} ms`, {
+            cause: err,
+          }),
           data,
         );
       callback(err, data);
-    });
+    };
+    const onAbort = () =>
+      settle(Object.assign(new Error(`${what}: aborted`), { name: "AbortError", code: "ABORT_ERR" }), null);
+    if (signal && !signal.aborted) signal.addEventListener("abort", onAbort, { once: true });
+    dial(own ? { ...options, abortSignal: signal } : options, settle);
   };
   return docker;
 }

@@ -60,7 +60,7 @@ function logTail(dir: string, n = 60): string {
     .map((l) => {
       try {
         const { time, level, msg, pid: _p, hostname: _h, ...rest } = JSON.parse(l) as Record<string, unknown>;
-        return `${new Date(Number(time)).toISOString().slice(11, 23)} ${level} ${msg} ${JSON.stringify(rest).slice(0, 300)}`;
+        return `${String(time).slice(11, 23)} ${level} ${msg} ${JSON.stringify(rest).slice(0, 300)}`;
       } catch {
         return l.slice(0, 300);
       }
@@ -131,7 +131,7 @@ async function leftovers(docker: Docker, pid: number): Promise<number> {
 describe("two engines (e2e)", () => {
   it("eval over two engines, the second killed mid-evaluation: the one-engine verdict, every episode once, nothing left, the key on neither", async () => {
     // The meter holds KEY and forwards to the simulator (an offline provider: eval never votes).
-    const env = { LLM_API_KEY: KEY, OFFLINE_LLM_BASE_URL: sim.url, LOG_LEVEL: "info" };
+    const env = { LLM_API_KEY: KEY, OFFLINE_LLM_BASE_URL: sim.url, LOG_LEVEL: "debug" };
     const args = ["examples/packs/pin.json", "--suite", "builtin", "--json"];
 
     // The reference: this host's engine alone (ENGINES unset), three episodes at once.

@@ -13,6 +13,7 @@ import {
   readDrained,
   setDrained,
   totalSlots,
+  unlessStuckAfterLoss,
 } from "../../src/pool/index.js";
 import {
   apiAtLeast,
@@ -140,6 +141,42 @@ describe("placement", () => {
     expect(lost.quality).toBe(0);
     expect(lost.failure).toMatchObject({ class: "infra", code: "engine_lost" });
     expect(lost.failure!.message).toContain("engine b went away");
+  });
+
+  it("an episode still running a grace period after its engine's loss is given up as engine_lost", async () => {
+    const never = new Promise<string>(() => {});
+    const later = (ms: number, v: string) => new Promise<string>((r) => setTimeout(() => r(v), ms));
+    let told = 0;
+    const tell = () => told++;
+    // Not lost: the episode's own end, however late, is the answer.
+    expect(await unlessStuckAfterLoss(later(60, "done"), new AbortController().signal, 10, tell)).toBe(
+      "done",
+    );
+    // Lost, but the episode ends within the grace period: its own result.
+    const a = new AbortController();
+    const p = unlessStuckAfterLoss(later(30, "ended"), a.signal, 200, tell);
+    a.abort();
+    expect(await p).toBe("ended");
+    expect(told).toBe(0);
+    // Lost (before or after it started), and it never ends: given up once, as infra.
+    for (const lostFirst of [true, false]) {
+      const c = new AbortController();
+      if (lostFirst) c.abort();
+      const q = unlessStuckAfterLoss(never, c.signal, 20, tell);
+      c.abort();
+      const err = await q.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toMatchObject({ code: "engine_lost", failureClass: "infra" });
+      expect((err as Error).message).toMatch(/did not end within 0 s of its engine's loss/);
+    }
+    expect(told).toBe(2);
+    // An episode's own failure passes through untouched.
+    const boom = new Error("boom");
+    await expect(
+      unlessStuckAfterLoss(Promise.reject(boom), new AbortController().signal, 10, tell),
+    ).rejects.toBe(boom);
   });
 });
 
