@@ -413,7 +413,19 @@ describe("compose deployment on the local network (docker-compose.localnet.yml)"
       expect(done.node.network).toBe("local");
       expect(done.verdicts[0]?.status).toBe("scored");
       expect(String(done.verdicts[0]?.epochId)).toBe("1000");
-      const localnetLog = await logsOf(`${PROJECT}_localnet`);
+      // The stand-in logs what it received on a 500 ms tick: the status page can see the delivery
+      // before that line is written.
+      const localnetLog = await until(
+        "the stand-in's log of the verdict and the weights",
+        async () => {
+          const l = await logsOf(`${PROJECT}_localnet`);
+          return l.includes('"msg":"localnet.verdict_posted"') && l.includes('"msg":"localnet.weights_set"')
+            ? l
+            : undefined;
+        },
+        30_000,
+        500,
+      ).catch(async () => logsOf(`${PROJECT}_localnet`));
       expect(localnetLog).toContain('"msg":"localnet.verdict_posted"');
       expect(localnetLog).toContain('"msg":"localnet.weights_set"');
       // Healthy while the chain and the platform answer.
