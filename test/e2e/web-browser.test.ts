@@ -158,11 +158,24 @@ describe("status page in headless Chromium during a running evaluation", () => {
       "spend",
     );
     await page.waitForTimeout(700);
-    // The evaluation's header sums its rows as they change.
-    const spent = await rows.evaluateAll((trs) =>
-      trs.reduce((sum, tr) => sum + Number((tr as unknown as Row).dataset.spent ?? 0), 0),
-    );
-    expect(await page.locator("#eval-spent").textContent()).toBe(spent === 0 ? "$0" : `$${spent.toFixed(4)}`);
+    // The evaluation's header sums its rows as they change (both read in one turn of the page's
+    // event loop: a spend update between two reads would make them disagree).
+    const { spent, header } = await page.evaluate(() => {
+      const doc = (
+        globalThis as unknown as {
+          document: {
+            querySelectorAll(sel: string): Iterable<Row>;
+            querySelector(sel: string): { textContent: string | null } | null;
+          };
+        }
+      ).document;
+      const trs = [...doc.querySelectorAll("table#progress tr.scenario")];
+      return {
+        spent: trs.reduce((sum, tr) => sum + Number(tr.dataset.spent ?? 0), 0),
+        header: doc.querySelector("#eval-spent")?.textContent ?? null,
+      };
+    });
+    expect(header).toBe(spent === 0 ? "$0" : `$${spent.toFixed(4)}`);
     mkdirSync(OUT, { recursive: true });
     const shot = join(OUT, "web-status-running.png");
     await page.screenshot({ path: shot, fullPage: true });

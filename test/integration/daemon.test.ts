@@ -132,6 +132,14 @@ describe("daemon against the fake platform and the subtensor test node", () => {
       weights: [65535],
       version_key: 3,
     });
+    // The node marks the extrinsic before the daemon has read the block back and recorded it.
+    await until(
+      () =>
+        new WeightsRepo(db).lastIncluded(11)?.txHash === tx.hash &&
+        r.live.lastWeights?.outcome === "included",
+      5_000,
+      "the attempt row",
+    );
     const attempt = new WeightsRepo(db).lastIncluded(11)!;
     expect(attempt).toMatchObject({
       reason: "winner",

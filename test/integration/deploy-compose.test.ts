@@ -442,7 +442,17 @@ describe("compose deployment on the local network (docker-compose.localnet.yml)"
       const version = await run("--version");
       expect(version.code, version.err).toBe(0);
       expect(version.out.trim()).toMatch(/^\d+\.\d+\.\d+/);
-      const status = await run("status");
+      // The weights loop keeps setting weights: an attempt is `pending` for a moment every few
+      // blocks, and a status taken then says so. Ask again until it shows the included one.
+      const status = await until(
+        "a status with the weights included",
+        async () => {
+          const s = await run("status");
+          return /WEIGHTS\s+included/.test(s.out) ? s : undefined;
+        },
+        60_000,
+        1000,
+      ).catch(async () => run("status"));
       expect(status.code, status.out).toBe(0);
       expect(status.out).toContain("(live, from the daemon at http://127.0.0.1:8080)");
       expect(status.out).toMatch(/WEIGHTS\s+included/);

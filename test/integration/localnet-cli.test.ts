@@ -36,7 +36,11 @@ beforeAll(async () => {
     stdout += b.toString();
   });
   const deadline = performance.now() + 60_000;
-  while (!stderr.includes("EVAL_ENABLED=1") && performance.now() < deadline)
+  // (The log line on stdout goes through pino's asynchronous writer: it may come after stderr.)
+  while (
+    !(stderr.includes("EVAL_ENABLED=1") && stdout.includes('"localnet.ready"')) &&
+    performance.now() < deadline
+  )
     await new Promise((r) => setTimeout(r, 100));
 }, 90_000);
 
@@ -98,7 +102,7 @@ describe("trajrl-validator localnet", () => {
   }, 90_000);
 
   it("stops on SIGTERM and says what it saw", async () => {
-    const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+    const exited = new Promise<number | null>((r) => child.once("close", (code) => r(code)));
     child.kill("SIGTERM");
     expect(await exited).toBe(0);
     expect(stdout).toMatch(/"verdicts":0,"weights":0,"msg":"localnet\.stopped"/);

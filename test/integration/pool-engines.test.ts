@@ -289,10 +289,17 @@ describe("an episode's topology on the remote engine", () => {
     await Promise.all([hostAny, host8790, other, control, sidecar, agent].map((c) => startContainer(c)));
     otherIp = (await other.inspect()).NetworkSettings.Networks[otherName]!.IPAddress;
     for (let i = 0; i < 50; i++) {
-      const r = parseProbe(
-        (await execIn(control, probeScript(["othersrv:9000", `${controlGw}:9100`], 1))).stdout,
-      );
-      if (r["othersrv:9000"] === "pong other" && r[`${controlGw}:9100`] === "pong e2-host") break;
+      const [c, a] = await Promise.all([
+        execIn(control, probeScript(["othersrv:9000", `${controlGw}:9100`], 1)),
+        execIn(agent, probeScript(["policy:8800"], 1)),
+      ]);
+      const r = { ...parseProbe(c.stdout), ...parseProbe(a.stdout) };
+      if (
+        r["othersrv:9000"] === "pong other" &&
+        r[`${controlGw}:9100`] === "pong e2-host" &&
+        r["policy:8800"] === "pong policy"
+      )
+        break;
       await new Promise((r) => setTimeout(r, 100));
     }
   }, 300_000);

@@ -105,8 +105,15 @@ beforeAll(async () => {
   otherIp = (await other.inspect()).NetworkSettings.Networks[otherName]!.IPAddress;
   // The servers in containers need a moment to bind.
   for (let i = 0; i < 50; i++) {
-    const r = parseProbe((await execIn(control, probeScript([`othersrv:9000`], 1))).stdout);
-    if (r["othersrv:9000"] === "pong other") break;
+    const [o, pol] = await Promise.all([
+      execIn(control, probeScript([`othersrv:9000`], 1)),
+      execIn(agent, probeScript([`policy:8800`], 1)),
+    ]);
+    if (
+      parseProbe(o.stdout)["othersrv:9000"] === "pong other" &&
+      parseProbe(pol.stdout)["policy:8800"] === "pong policy"
+    )
+      break;
     await new Promise((r) => setTimeout(r, 100));
   }
 }, 120_000);

@@ -233,12 +233,24 @@ describe("sidecar image", () => {
     expect(out).toMatch(/read-only/);
     expect(out).toMatch(/policy\.py/);
 
-    const { stdout } = await logs(s.container);
-    const events = stdout
-      .split("\n")
-      .filter((l) => l.startsWith("{"))
-      .map((l) => JSON.parse(l) as { event: string; status?: number; model?: string });
-    expect(events.filter((e) => e.event === "turn").map((e) => [e.status, e.model])).toEqual([
+    // The streamed turn is logged after the agent's end of stream (once the meter's budget is
+    // refreshed), and Docker copies logs on its own time: wait for both turns.
+    const turnsLogged = async () => {
+      const { stdout } = await logs(s.container);
+      const events = stdout
+        .split("\n")
+        .filter((l) => l.startsWith("{"))
+        .map((l) => JSON.parse(l) as { event: string; status?: number; model?: string });
+      return { stdout, turns: events.filter((e) => e.event === "turn") };
+    };
+    const end = performance.now() + 10_000;
+    let seen = await turnsLogged();
+    while (seen.turns.length < 2 && performance.now() < end) {
+      await new Promise((r) => setTimeout(r, 100));
+      seen = await turnsLogged();
+    }
+    const { stdout } = seen;
+    expect(seen.turns.map((e) => [e.status, e.model])).toEqual([
       [200, "glm-5.3-flash"],
       [200, "glm-5.3-flash"],
     ]);
