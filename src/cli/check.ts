@@ -233,7 +233,7 @@ async function checkPlatform(ctx: Ctx): Promise<CheckResult> {
 async function checkLlm(ctx: Ctx): Promise<CheckResult> {
   const l = ctx.config.llm;
   if (l.simulated) {
-    const refused = ctx.config.evaluation.enabled && ctx.config.chain.network !== "local"; // src/daemon/subnet-rules.ts
+    const refused = (await import("../daemon/index.js")).evaluatesOnSimulator(ctx.config);
     return {
       name: "llm",
       level: refused ? "fail" : "warn",

@@ -38,7 +38,7 @@ export {
   type PackEvaluationRequest,
   type Pipeline,
 } from "./pipeline.js";
-export { assertSubnetRules, benchFor } from "./subnet-rules.js";
+export { assertSubnetRules, benchFor, evaluatesOnSimulator } from "./subnet-rules.js";
 export { type DaemonTiming, DEFAULT_TIMING, UPSTREAM_OWNER_UID } from "./timing.js";
 export {
   BLOCK_TIME_MS,

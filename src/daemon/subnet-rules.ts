@@ -20,6 +20,11 @@ export function benchFor(c: Config): "builtin" | "registry" {
   return bench;
 }
 
+/** Scoring on a real network without the provider key: the Engy simulator would answer every call. */
+export function evaluatesOnSimulator(c: Config): boolean {
+  return c.chain.network !== "local" && c.evaluation.enabled && c.llm.simulated;
+}
+
 /**
  * A vote is made under upstream's rules: on the real models (a daemon that evaluates on a real
  * network needs the provider key: without it the Engy simulator would answer, and its scores could
@@ -39,7 +44,7 @@ export function assertSubnetRules(c: Config): void {
       "strict_provenance_on_subnet",
       `STRICT_PROVENANCE cannot be used on ${c.chain.network}: the subnet reports provenance and never scores it (unset it, or set NETWORK=local to rehearse)`,
     );
-  if (c.evaluation.enabled && c.llm.simulated)
+  if (evaluatesOnSimulator(c))
     throw new InputError(
       "llm_key_missing_on_subnet",
       `EVAL_ENABLED is on for ${c.chain.network} but LLM_API_KEY is not set: the daemon would score packs on the built-in Engy simulator, and no other validator's vote could agree (set LLM_API_KEY; or EVAL_ENABLED=0 to set weights only; or NETWORK=local to rehearse on the simulator)`,
