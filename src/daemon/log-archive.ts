@@ -9,6 +9,7 @@
 import { lstat, open, readdir, readFile } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 import { gzipSync } from "node:zlib";
+import { pyRound6 } from "../precision.js";
 import { packTar } from "../sandbox/index.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -181,7 +182,8 @@ export function upstreamPolicyLog(text: string): string {
   return parts.join("\n");
 }
 
-const usd6 = (x: unknown) => (typeof x === "number" && Number.isFinite(x) ? Math.round(x * 1e6) / 1e6 : x);
+/** Upstream's `round(x, 6)` (meter.py `EpisodeUsage.summary`); anything not a number passes as it is. */
+const usd6 = (x: unknown) => (typeof x === "number" && Number.isFinite(x) ? pyRound6(x) : x);
 
 /** Upstream's `EpisodeUsage.summary()` keys, in its order. */
 const UPSTREAM_SUMMARY_KEYS = [

@@ -7,26 +7,24 @@
  * and the bench's digests and identity.
  */
 import type { ScoreVerdict } from "../platform/index.js";
-import { round4 } from "../precision.js";
+import { pyRound6, round4 } from "../precision.js";
 import { LOCKED_JUDGE_MODEL, llmModelLabel } from "../subnet.js";
 import type { ScenarioVerdict, Verdict } from "./types.js";
 
 export const HARNESS_LABEL = "trajrl-bench";
-
-const usd6 = (x: number) => Math.round(x * 1e6) / 1e6;
 
 function judgeOf(s: ScenarioVerdict, v: Verdict): Record<string, unknown> {
   const j = s.judge;
   return {
     overall_score: round4(s.quality),
     qualification_gate: s.quality > 0,
-    cost_usd: usd6(s.costUsd),
+    cost_usd: pyRound6(s.costUsd),
     harness: HARNESS_LABEL,
     sandbox_version: v.provenance.bench?.benchVersion ?? "unknown",
     cost_by_model: Object.fromEntries(
       Object.entries(s.byModel)
         .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-        .map(([m, u]) => [m, usd6(u.costUsd)]),
+        .map(([m, u]) => [m, pyRound6(u.costUsd)]),
     ),
     meter_calls: j?.meterCalls ?? null,
     meter_refused: j?.meterRefused ?? 0,

@@ -88,36 +88,5 @@ export const remainingBefore = (v: UpstreamView): number => Math.max(0, v.cap - 
 /** … and after a non-stream call was booked (upstream leaves other calls' reservations out of it). */
 export const remainingAfter = (v: UpstreamView): number => Math.max(0, v.cap - v.spent);
 
-/**
- * Python's `f"{x:.6f}"` for x ≥ 0: the exact binary value rounded to six decimals, ties to even.
- * (toFixed rounds exact ties up; a tie shows as a 5 in the seventh decimal of toFixed(7).)
- */
-export function pyFixed6(x: number): string {
-  const s7 = x.toFixed(7);
-  if (s7.charCodeAt(s7.length - 1) !== 0x35) return x.toFixed(6);
-  // Exact: x = m·2^e; compare the remainder of x·10^6 with one half.
-  const buf = new DataView(new ArrayBuffer(8));
-  buf.setFloat64(0, x);
-  const hi = buf.getUint32(0);
-  const lo = buf.getUint32(4);
-  const expBits = (hi >>> 20) & 0x7ff;
-  let mant = (BigInt(hi & 0xfffff) << 32n) | BigInt(lo);
-  let e: number;
-  if (expBits === 0) e = -1074;
-  else {
-    mant |= 1n << 52n;
-    e = expBits - 1075;
-  }
-  if (e >= 0) return x.toFixed(6);
-  const scaled = mant * 1_000_000n;
-  const shift = BigInt(-e);
-  let q = scaled >> shift;
-  const r = scaled - (q << shift);
-  const half = 1n << (shift - 1n);
-  if (r > half || (r === half && (q & 1n) === 1n)) q += 1n;
-  const digits = q.toString().padStart(7, "0");
-  return `${digits.slice(0, -6)}.${digits.slice(-6)}`;
-}
-
-/** Python's `round(x, 6)` for x ≥ 0 (JSON of /v1/budget). */
-export const pyRound6 = (x: number): number => Number(pyFixed6(x));
+/** Python's `f"{x:.6f}"` and `round(x, 6)`: one home for the rounding of every number (src/precision.ts). */
+export { pyFixed6, pyRound6 } from "../precision.js";
