@@ -8,6 +8,7 @@
 import type { Stats } from "node:fs";
 import type { Command } from "commander";
 import type { Config } from "../config.js";
+import { IDENTITY } from "../version.js";
 import { out } from "./io.js";
 
 export type CheckLevel = "ok" | "warn" | "fail";
@@ -493,7 +494,7 @@ export function registerCheck(program: Command): void {
       };
       const results = await runChecks(config, dep, names, timeoutMs);
       if (opts.json) out(JSON.stringify(results, null, 2));
-      else process.stdout.write(renderChecks(results));
+      else process.stdout.write(`${IDENTITY}\n${renderChecks(results)}`);
       process.exitCode = results.some((r) => r.level === "fail") ? 1 : 0;
     });
 }

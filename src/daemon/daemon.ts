@@ -34,6 +34,7 @@ import {
   WeightsRepo,
   WinnerCacheRepo,
 } from "../store/index.js";
+import { UPSTREAM_RELEASE } from "../subnet.js";
 import { VERSION } from "../version.js";
 import { ALARM, EpochEvaluator, type FinishedEvaluation } from "./eval-loop.js";
 import { HealthIssue } from "./heartbeat.js";
@@ -179,7 +180,7 @@ export class Daemon {
         baseUrl: c.platform.baseUrl,
         signer: hotkey,
         log: this.opts.log,
-        version: VERSION,
+        version: UPSTREAM_RELEASE,
         now: this.now,
       });
       const platform = this.platform;
@@ -195,15 +196,7 @@ export class Daemon {
           now: this.now,
         });
 
-      const winner = new WinnerRefresher({
-        platform,
-        cache: winnerCache,
-        live: this.live,
-        log: this.opts.log,
-        now: this.now,
-        stakeWeighted: c.chain.stakeWeighted,
-        maxScoreOf: (spec) => maxScoreOf(c, this.opts.scenarios, spec),
-      });
+      const winner = this.winnerRefresher(platform, winnerCache, outbox, hotkey.ss58);
       const up = UPSTREAM_OWNER_UID;
       const weights = new WeightSetter({
         chain: this.chain,
@@ -400,6 +393,26 @@ export class Daemon {
       }
     }
     if (this.ownDb && this.db?.open) this.db.close();
+  }
+
+  /** The winner loop's worker: the seat, the consensus cross-checks, and whether our vote counted. */
+  private winnerRefresher(
+    platform: PlatformClient,
+    cache: WinnerCacheRepo,
+    outbox: VerdictOutboxRepo,
+    hotkey: string,
+  ): WinnerRefresher {
+    const c = this.config;
+    return new WinnerRefresher({
+      platform,
+      cache,
+      live: this.live,
+      log: this.opts.log,
+      now: this.now,
+      stakeWeighted: c.chain.stakeWeighted,
+      maxScoreOf: (spec) => maxScoreOf(c, this.opts.scenarios, spec),
+      ownVotes: { hotkey, outbox },
+    });
   }
 
   private loop(spec: ConstructorParameters<typeof Loop>[0]): Loop {

@@ -43,6 +43,7 @@ export const ALARM = {
   evaluationDiscarded: "evaluation_discarded",
   platformUnreachable: "platform_unreachable",
   verdictRejected: "verdict_rejected",
+  voteNotCounted: "vote_not_counted",
   winnerCacheStale: "winner_cache_stale",
   weightsBlocked: "weights_blocked",
   weightsFailing: "weights_failing",

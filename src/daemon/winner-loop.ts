@@ -1,13 +1,17 @@
 /**
  * The winner loop's work: GET /winner/current → the winner cache (the platform's seat is adopted
  * as is, as upstream's `_refresh_winner_cache` does), then the advisory cross-checks of
- * winner-check.ts; a divergence raises `consensus_divergence`, an agreement clears it.
+ * winner-check.ts; a divergence raises `consensus_divergence`, an agreement clears it. The same
+ * answer tells whether this validator's own vote for the finalized epoch was counted
+ * (vote-count.ts): one the platform accepted and then filtered raises `vote_not_counted`.
  */
 import type { Logger } from "../log.js";
 import type { PlatformClient, WinnerCurrent } from "../platform/index.js";
 import type { LiveStatus } from "../status/index.js";
-import type { WinnerCacheRepo } from "../store/index.js";
+import type { VerdictOutboxRepo, WinnerCacheRepo } from "../store/index.js";
+import { UPSTREAM_RELEASE } from "../subnet.js";
 import { ALARM } from "./eval-loop.js";
+import { ownVoteCount, voteNotCountedMessage } from "./vote-count.js";
 import {
   type CrossCheck,
   crossCheckSeat,
@@ -28,6 +32,8 @@ export interface WinnerRefresherDeps {
   stakeWeighted: boolean;
   /** A spec's maximum score (its scenario count); undefined when this build does not know the spec. */
   maxScoreOf?(spec: number): Promise<number | undefined>;
+  /** This validator's votes (evaluating only): is the one for the finalized epoch in its votes? */
+  ownVotes?: { hotkey: string; outbox: Pick<VerdictOutboxRepo, "get"> };
 }
 
 export class WinnerRefresher {
@@ -36,6 +42,8 @@ export class WinnerRefresher {
   /** The seat as the last answer left it (from the cache of the previous run at first). */
   private clock: SeatClock | undefined;
   private seatCheck: SeatCheck | undefined;
+  /** The finalized epoch whose accepted vote the platform did not count (the alarm's subject). */
+  private uncounted: number | undefined;
 
   constructor(private readonly d: WinnerRefresherDeps) {
     this.log = d.log.child({ component: "winner" });
@@ -54,7 +62,25 @@ export class WinnerRefresher {
       this.seatCheck = await this.checkSeat(wc);
     this.clock = seatClockOf(wc, this.clock);
     this.alarm(score, this.seatCheck);
+    this.checkOwnVote(wc);
     return undefined;
+  }
+
+  private checkOwnVote(wc: WinnerCurrent): void {
+    const own = this.d.ownVotes;
+    const epochId = wc.finalized_epoch?.challenge_epoch_id;
+    if (!own || epochId === undefined) return;
+    const v = ownVoteCount(wc, own.hotkey, own.outbox.get(epochId, own.hotkey));
+    if (v.kind === "not_counted") {
+      if (this.uncounted !== v.epochId)
+        this.log.error({ epoch: v.epochId, votesAs: UPSTREAM_RELEASE }, "winner.vote_not_counted");
+      this.uncounted = v.epochId;
+      this.d.live.raise(ALARM.voteNotCounted, voteNotCountedMessage(v.epochId, UPSTREAM_RELEASE), "error");
+    } else if (v.kind === "counted") {
+      if (this.uncounted !== undefined) this.log.info({ epoch: v.epochId }, "winner.vote_counted_again");
+      this.uncounted = undefined;
+      this.d.live.clear(ALARM.voteNotCounted);
+    }
   }
 
   private async checkSeat(wc: WinnerCurrent): Promise<SeatCheck> {

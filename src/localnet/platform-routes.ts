@@ -32,6 +32,8 @@ export interface Received {
   /** The message the fake expected to be signed, and whether the signature matched it. */
   signature?: { message: string; valid: boolean };
   at: number;
+  /** The request's User-Agent (null when it sent none). */
+  userAgent?: string | null;
 }
 
 const MAX_BODY = 12 * 1024 * 1024;

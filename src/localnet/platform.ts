@@ -14,6 +14,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from "node:net";
 import { packHashOf, pyJsonParseBytes } from "../pack/index.js";
 import { type AuthPolicy, authenticate } from "./platform-auth.js";
+import { type FilteredVote, filterVotes, finalizedWinnerResponse } from "./platform-finalize.js";
 import { logUpload, type ReceivedLog } from "./platform-logs.js";
 import {
   type FakeRoute,
@@ -80,6 +81,8 @@ export interface FakePlatformOptions {
   /** The server's wall clock (ms) for the ±5 min timestamp check. */
   now?: () => number;
   driftSeconds?: number;
+  /** The platform's `min_supported` validator version: older votes are dropped at finalize (step [6]). */
+  minSupportedVersion?: string;
 }
 
 export class FakePlatform {
@@ -89,6 +92,9 @@ export class FakePlatform {
   readonly heartbeats: Record<string, unknown>[] = [];
   readonly progress: Record<string, unknown>[] = [];
   readonly logs: ReceivedLog[] = [];
+  /** Rows the submission filter dropped at finalize, per epoch id (platform-finalize.ts). */
+  readonly filtered = new Map<number, FilteredVote[]>();
+  minSupportedVersion: string | undefined;
   /** The body of GET /api/v2/winner/current (null: 404). */
   winnerResponse: unknown = { success: true, winner: null, finalized_epoch: null, submissions: [] };
 
@@ -117,6 +123,7 @@ export class FakePlatform {
     this.validators = opts.validators ? new Set(opts.validators) : undefined;
     this.now = opts.now ?? Date.now;
     this.drift = opts.driftSeconds ?? 300;
+    this.minSupportedVersion = opts.minSupportedVersion;
   }
 
   static async start(opts: FakePlatformOptions = {}): Promise<FakePlatform> {
@@ -209,6 +216,17 @@ export class FakePlatform {
     this.current = null;
   }
 
+  /** Close the current epoch as the scheduler's finalize does: filter its votes, publish the survivors. */
+  finalizeEpoch(): void {
+    const e = this.current;
+    if (!e) return;
+    this.closeEpoch();
+    const votes = filterVotes(this.scores.get(e.challenge_epoch_id) ?? [], this.minSupportedVersion);
+    this.filtered.set(e.challenge_epoch_id, votes.filtered);
+    const at = new Date(this.now()).toISOString();
+    this.winnerResponse = finalizedWinnerResponse(e, votes.counted, this.winnerResponse, at);
+  }
+
   epoch(id: number): FakeEpoch | undefined {
     return this.epochs.get(id);
   }
@@ -235,6 +253,7 @@ export class FakePlatform {
       body: undefined,
       status: 0,
       at: this.now(),
+      userAgent: req.headers["user-agent"] ?? null,
     };
     this.received.push(rec);
     const raw = await readBody(req);

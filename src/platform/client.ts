@@ -7,7 +7,7 @@
 import { type Dispatcher, FormData } from "undici";
 import { InputError, type ValidatorError } from "../errors.js";
 import { type Logger, silentLogger } from "../log.js";
-import { VERSION } from "../version.js";
+import { UPSTREAM_RELEASE } from "../subnet.js";
 import type { BoundedResponse } from "./http.js";
 import {
   COLD_START,
@@ -68,7 +68,10 @@ export interface PlatformClientOptions {
   baseUrl: string;
   signer: Signer;
   log?: Logger;
-  /** Sent as `version` in score, progress and heartbeat bodies. */
+  /**
+   * Sent as `version` in score, progress and heartbeat bodies; default the upstream release whose
+   * rules this build implements (subnet.ts UPSTREAM_RELEASE), which the platform's filter gates on.
+   */
   version?: string;
   /** Wall clock in ms for signature timestamps (the server checks ±5 min). Injectable for tests. */
   now?: () => number;
@@ -127,7 +130,7 @@ export class PlatformClient {
     this.baseUrl = opts.baseUrl.replace(/\/+$/, "");
     this.signer = opts.signer;
     this.log = (opts.log ?? silentLogger).child({ component: "platform" });
-    this.version = opts.version ?? VERSION;
+    this.version = opts.version ?? UPSTREAM_RELEASE;
     this.now = opts.now ?? Date.now;
     this.timeouts = { ...DEFAULT_TIMEOUTS, ...opts.timeouts };
     this.http = new PlatformTransport(this.log, opts.dispatcher);

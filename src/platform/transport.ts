@@ -6,6 +6,7 @@
 import type { Dispatcher, FormData } from "undici";
 import { type ErrorCode, InfraError, isAbortError, ValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
+import { USER_AGENT } from "../version.js";
 import { BodyTooLargeError, type BoundedResponse, boundedRequest } from "./http.js";
 import { describeZodError, errorText } from "./schemas.js";
 
@@ -69,7 +70,7 @@ export class PlatformTransport {
     try {
       const res = await boundedRequest({
         ...req,
-        headers: { accept: "application/json", ...req.headers },
+        headers: { accept: "application/json", "user-agent": USER_AGENT, ...req.headers },
         maxBodyBytes: MAX_RESPONSE_BYTES,
         dispatcher: this.dispatcher,
         codePrefix: "platform",

@@ -394,7 +394,10 @@ function renderWorstAlarm(s: StatusSnapshot): Raw {
 
 export function renderHeader(s: StatusSnapshot): string {
   const uptime = s.startedAt === null ? "" : h` · up ${duration(s.now - s.startedAt)}`;
-  return h`<div class="brand">trajrl-validator <span class="muted">v${s.version}</span></div>
+  const votesAs = s.votesAs
+    ? h` <span class="muted" id="votes-as" title="the version every score and heartbeat sends: the upstream trajectoryRL release whose rules this build implements">· votes as trajectoryRL ${s.votesAs}</span>`
+    : "";
+  return h`<div class="brand">trajrl-validator <span class="muted">v${s.version}</span>${votesAs}</div>
 <div class="chips"><span class="chip">${s.node.network} · netuid ${s.node.netuid}</span>${s.node.simulated ? h`<span class="chip warn" title="no LLM_API_KEY: the built-in Engy simulator answers">simulated LLM</span>` : h`<span class="chip">${s.node.llmBaseUrl}</span>`}<span class="chip">concurrency ${s.node.concurrency}</span></div>
 <div class="right">${renderHealth(s)}${renderWorstAlarm(s)}<span class="live" id="live" data-now="${s.now}">snapshot ${isoOf(s.now).slice(11, 19)}Z${uptime}</span></div>`
     .html;

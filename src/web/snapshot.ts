@@ -19,6 +19,7 @@ import type {
 } from "../status/index.js";
 import type { Db, EvaluationRow, WeightAttempt } from "../store/index.js";
 import { EvaluationRepo, VerdictOutboxRepo, WeightsRepo, WinnerCacheRepo } from "../store/index.js";
+import { UPSTREAM_RELEASE } from "../subnet.js";
 import { VERSION } from "../version.js";
 import { type HealthReport, stillStale } from "./health.js";
 import type { TallySnapshot } from "./tally.js";
@@ -127,7 +128,10 @@ export interface OutboxView {
 
 export interface StatusSnapshot {
   schema: 1;
+  /** This build (package.json). */
   version: string;
+  /** The upstream release it sends as `version` (subnet.ts UPSTREAM_RELEASE); absent from older daemons. */
+  votesAs?: string;
   /** daemon: served by the running validator; database: read from the SQLite file (no live data). */
   source: "daemon" | "database";
   now: number;
@@ -427,6 +431,7 @@ export class StatusReader {
     return {
       schema: 1,
       version: VERSION,
+      votesAs: UPSTREAM_RELEASE,
       source: live ? "daemon" : "database",
       now,
       startedAt: liveSnap?.startedAt ?? null,

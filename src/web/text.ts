@@ -49,7 +49,7 @@ export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): str
     : "";
   out.push(
     [
-      `trajrl-validator v${s.version}`,
+      `trajrl-validator v${s.version}${s.votesAs ? ` (votes as trajectoryRL ${s.votesAs})` : ""}`,
       `${s.node.network} netuid ${s.node.netuid}`,
       s.node.simulated ? "simulated LLM" : s.node.llmBaseUrl,
       s.startedAt === null ? "" : `up ${duration(s.now - s.startedAt)}`,

@@ -9,6 +9,7 @@ import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { IDENTITY, USER_AGENT } from "../../src/version.js";
 import { FakePlatform } from "../fakes/platform.js";
 import { startSubnet, type TestSubnet, type TestWallet, testEnv, writeWallet } from "../helpers/daemon.js";
 import { requireDocker } from "../helpers/docker.js";
@@ -83,6 +84,9 @@ describe("trajrl-validator check", () => {
     expect(line(r.stdout, "docker")).toMatch(/^(ok|warn) +docker +engine \S+ \(API/);
     expect(line(r.stdout, "disk")).toMatch(/^(ok|warn) +disk +\d+\.\d GiB free under /);
     expect(r.stdout.trim().split("\n").at(-1)).toMatch(/^all checks passed/);
+    // The first line names this build and the upstream release it votes as; its platform calls say so too.
+    expect(r.stdout.split("\n")[0]).toBe(IDENTITY);
+    expect(fake.received.map((q) => q.userAgent)).toContain(USER_AGENT);
   }, 120_000);
 
   it("in weight-only mode (EVAL_ENABLED off) the model key, Docker and the firewall are not needed", async () => {

@@ -11,6 +11,7 @@ import { ValidatorError } from "../../src/errors.js";
 import { silentLogger } from "../../src/log.js";
 import { LiveStatus } from "../../src/status/index.js";
 import { type Db, openDb } from "../../src/store/index.js";
+import { UPSTREAM_RELEASE } from "../../src/subnet.js";
 import { type StatusServer, startStatusServer } from "../../src/web/index.js";
 import { requireDocker } from "../helpers/docker.js";
 import { parsePromText, promValue, seedLive, seedStore } from "../helpers/web.js";
@@ -29,6 +30,7 @@ const statusShape = z
   .object({
     schema: z.literal(1),
     version: z.string(),
+    votesAs: z.literal(UPSTREAM_RELEASE),
     source: z.literal("daemon"),
     now: z.number(),
     startedAt: z.number(),

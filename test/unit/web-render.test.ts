@@ -4,6 +4,7 @@ import { esc } from "../../src/html-escape.js";
 import { LiveStatus } from "../../src/status/index.js";
 import type { EvaluationRow } from "../../src/store/index.js";
 import { openDb } from "../../src/store/index.js";
+import { UPSTREAM_RELEASE } from "../../src/subnet.js";
 import { duration, shortKey, usd, weightShares } from "../../src/web/format.js";
 import { decideHealth } from "../../src/web/health.js";
 import { renderHeader, renderMain, renderPage, verdictChart } from "../../src/web/html.js";
@@ -362,6 +363,19 @@ describe("the terminal summary", () => {
     expect(page).toContain(">degraded: chain</span>");
     expect(page).toMatch(
       /<span class="pill bad" id="worst-alarm" title="chain: down">chain_unreachable \+1<\/span>/,
+    );
+  });
+
+  it("names this build and the upstream release it votes as (the `version` the platform gates on)", () => {
+    const s = snapshotOf();
+    expect(s.votesAs).toBe(UPSTREAM_RELEASE);
+    expect(renderText(s).split("\n")[0]).toContain(
+      `trajrl-validator v${s.version} (votes as trajectoryRL ${UPSTREAM_RELEASE})`,
+    );
+    expect(renderHeader(s)).toMatch(
+      new RegExp(
+        `<span class="muted" id="votes-as" title="[^"]+">· votes as trajectoryRL ${UPSTREAM_RELEASE.replaceAll(".", "\\.")}</span>`,
+      ),
     );
   });
 
