@@ -213,17 +213,52 @@ export function clipChars(s: string, n: number): string {
 // ---------------------------------------------------------------------------------------------
 
 /**
+ * The bench facts upstream's payloads carry beside the verdict (validator.py `_harness_metadata` at
+ * 2f32a51b8e3b): the digests, the bench's version and its harness's name and version, as the
+ * harness holds them — what it last pulled and probed, "unknown"/None (left out) before its first
+ * pull. Snake-case, as sent.
+ */
+export interface HarnessMetadata {
+  bench_image_hash?: string;
+  harness_image_hash?: string;
+  bench_version?: string;
+  harness_name?: string;
+  harness_version?: string;
+}
+
+export const HARNESS_METADATA_KEYS = [
+  "bench_image_hash",
+  "harness_image_hash",
+  "bench_version",
+  "harness_name",
+  "harness_version",
+] as const;
+
+/** Only the keys that hold a value (upstream leaves "unknown" and None out). */
+export function harnessMetadataOf(v: Partial<Record<string, unknown>>): HarnessMetadata {
+  const out: HarnessMetadata = {};
+  for (const k of HARNESS_METADATA_KEYS) {
+    const x = v[k];
+    if (typeof x === "string" && x !== "" && x !== "unknown") out[k] = x;
+  }
+  return out;
+}
+
+/**
  * The verdict for a pack that could not be fetched: a rejection, score 0, posted like any verdict.
  * The Python daemon folds fetch and hash failures alike into `pack_verify_failed` (validator.py
- * `_score_challenger`, miner_eval.py SKIP_PACK_VERIFY) and posts the bare code, as for every
- * rejection; our log names the fetch error's code, never its text (it may hold the signed URL).
+ * `_score_challenger` at 2f32a51b8e3b, miner_eval.py SKIP_PACK_VERIFY) and posts the bare code, as
+ * for every rejection, with the same metadata as any score: the resolved spec, `llm_base_url`,
+ * `llm_model`, `judge_model` and `**_harness_metadata()` — the bench the harness last pulled, since
+ * the pack is verified before this evaluation's pull. Our log names the fetch error's code, never its
+ * text (it may hold the signed URL).
  */
 export function packFetchRejection(args: {
   specNumber: number;
   llmBaseUrl: string;
   llmModel: string;
-  harnessName: string;
-  harnessVersion: string;
+  judgeModel: string;
+  harness: HarnessMetadata;
 }): ScoreVerdict {
   return {
     spec_number: args.specNumber,
@@ -235,9 +270,20 @@ export function packFetchRejection(args: {
     },
     llm_base_url: args.llmBaseUrl,
     llm_model: args.llmModel,
-    harness_name: args.harnessName,
-    harness_version: args.harnessVersion,
+    judge_model: args.judgeModel,
+    ...harnessMetadataOf(args.harness as Record<string, unknown>),
   };
+}
+
+/**
+ * A rejection made before this evaluation's bench was prepared (the pack's hash, structure or
+ * SKILL.md) carries no bench of its own; upstream's carries what its harness last pulled. Anything
+ * else passes unchanged.
+ */
+export function withLastHarness(v: ScoreVerdict, last: HarnessMetadata): ScoreVerdict {
+  if (v.challenger.rejected !== true) return v;
+  if (HARNESS_METADATA_KEYS.some((k) => v[k] !== undefined)) return v;
+  return { ...v, ...harnessMetadataOf(last as Record<string, unknown>) };
 }
 
 /** `YYYYMMDD_HHMMSS_e{epoch}` (UTC), as the Python v6 daemon names an eval cycle. */

@@ -6,7 +6,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Config } from "../config.js";
 import { isAbortError, toValidatorError, ValidatorError } from "../errors.js";
-import type { Verdict } from "../evaluation/index.js";
+import type { BenchFacts, Verdict } from "../evaluation/index.js";
 import type { Logger } from "../log.js";
 import {
   type EpochCurrent,
@@ -24,8 +24,7 @@ import type {
   ScoredEpochRepo,
   VerdictOutboxRepo,
 } from "../store/index.js";
-import { llmModelLabel } from "../subnet.js";
-import { HARNESS_NAME, VERSION } from "../version.js";
+import { LOCKED_JUDGE_MODEL, llmModelLabel } from "../subnet.js";
 import {
   discardRetryDelayMs,
   type EpochPlan,
@@ -33,8 +32,9 @@ import {
   ProgressTracker,
   packFetchRejection,
   planEpoch,
+  withLastHarness,
 } from "./decide.js";
-import { BENCH_MARK, benchTelemetryOf, type HealthIssue } from "./heartbeat.js";
+import { BENCH_MARK, benchTelemetryOf, type HealthIssue, lastHarness } from "./heartbeat.js";
 import type { LogRecording, LogTap } from "./log-archive.js";
 import type { EvaluationEnvironment, PackEvaluation, Pipeline } from "./pipeline.js";
 
@@ -190,13 +190,7 @@ export class EpochEvaluator {
       if (signal.aborted) return;
       const e = toValidatorError(err);
       log.warn({ code: e.code, err: e.message }, "eval.pack_unavailable");
-      const verdict = packFetchRejection({
-        specNumber: await d.specFor(plan.specNumber),
-        llmBaseUrl: d.config.llm.baseUrl,
-        llmModel: llmModelLabel(d.config.llm.defaultModel),
-        harnessName: HARNESS_NAME,
-        harnessVersion: VERSION,
-      });
+      const verdict = await this.unfetchable(plan);
       this.queue(plan, verdict, log);
       d.onEvaluationFinished?.({ plan, evaluationId: null, verdict, blockHeight, log: null, startedAtMs });
       return;
@@ -224,12 +218,7 @@ export class EpochEvaluator {
         source: "epoch",
         epochId: plan.epochId,
         signal,
-        onPrepared: (p) =>
-          tracker.update({
-            specNumber: p.spec,
-            ...(p.bench.harnessName ? { harnessName: p.bench.harnessName } : {}),
-            ...(p.bench.harnessVersion ? { harnessVersion: p.bench.harnessVersion } : {}),
-          }),
+        onPrepared: (p) => this.prepared(p, tracker),
         onEvent: (e) => {
           const ev = tracker.next(e);
           // Decorative, bounded and never throwing: not awaited.
@@ -244,7 +233,8 @@ export class EpochEvaluator {
 
     switch (result.kind) {
       case "verdict": {
-        const verdict = d.pipeline.toScoreVerdict(result.verdict);
+        // A rejection before the bench was prepared carries the bench last pulled, as upstream's.
+        const verdict = withLastHarness(d.pipeline.toScoreVerdict(result.verdict), lastHarness(d.marks));
         this.queue(plan, verdict, log.child({ evaluation: result.evaluationId }));
         this.discards.delete(plan.epochId);
         d.live.clear(ALARM.evaluationDiscarded);
@@ -280,6 +270,39 @@ export class EpochEvaluator {
         else log.warn({ evaluation: result.evaluationId, reason: result.reason }, "eval.aborted_not_posted");
         return;
     }
+  }
+
+  /** The verdict for a pack that could not be fetched, with what upstream's carries (decide.ts). */
+  private async unfetchable(plan: Extract<EpochPlan, { action: "evaluate" }>): Promise<ScoreVerdict> {
+    const d = this.d;
+    return packFetchRejection({
+      specNumber: await d.specFor(plan.specNumber),
+      llmBaseUrl: d.config.llm.baseUrl,
+      llmModel: llmModelLabel(d.config.llm.defaultModel),
+      judgeModel: LOCKED_JUDGE_MODEL,
+      harness: lastHarness(d.marks),
+    });
+  }
+
+  /**
+   * The bench is prepared: progress reports take its spec and harness, and the mark its facts — what
+   * the harness last pulled, which upstream's payloads carry (heartbeat, rejections before a pull).
+   */
+  private prepared(p: { spec: number; bench: BenchFacts }, tracker: ProgressTracker): void {
+    const b = p.bench;
+    tracker.update({
+      specNumber: p.spec,
+      ...(b.harnessName ? { harnessName: b.harnessName } : {}),
+      ...(b.harnessVersion ? { harnessVersion: b.harnessVersion } : {}),
+    });
+    const facts = benchTelemetryOf({
+      bench_image_hash: b.benchImageHash,
+      harness_image_hash: b.harnessImageHash,
+      bench_version: b.benchVersion,
+      harness_name: b.harnessName,
+      harness_version: b.harnessVersion,
+    } as Record<string, string>);
+    if (facts !== null) this.d.marks.set(BENCH_MARK, this.d.now(), facts);
   }
 
   /** A finished verdict for this epoch and pack that never reached the outbox (crash in between). */

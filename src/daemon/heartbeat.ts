@@ -10,36 +10,30 @@
 import type { HeartbeatInfo } from "../platform/index.js";
 import { MARK, type PlatformMarksRepo } from "../store/index.js";
 import { llmModelLabel } from "../subnet.js";
-import { clipChars, HEALTH_ISSUE_MAX } from "./decide.js";
+import { clipChars, type HarnessMetadata, HEALTH_ISSUE_MAX, harnessMetadataOf } from "./decide.js";
 
-/** The mark holding the last prepared bench's facts (JSON), so a restart still reports them. */
+/**
+ * The mark holding the bench the harness last prepared (JSON, upstream's `_harness_metadata` keys),
+ * so a restart still reports it: set when a bench is prepared and when a verdict is queued.
+ */
 export const BENCH_MARK = "eval_bench";
 
-export interface BenchTelemetry {
-  bench_image_hash?: string;
-  harness_image_hash?: string;
-  bench_version?: string;
-}
+/** The bench facts the heartbeat and the daemon's own verdicts carry (decide.ts HarnessMetadata). */
+export type BenchTelemetry = HarnessMetadata;
 
-/** The bench facts a verdict carried, as the mark stores them; null when it carried none. */
+/** The bench facts a verdict (or a prepared bench) carried, as the mark stores them; null when none. */
 export function benchTelemetryOf(v: BenchTelemetry): string | null {
-  const t: BenchTelemetry = {};
-  if (v.bench_image_hash) t.bench_image_hash = v.bench_image_hash;
-  if (v.harness_image_hash) t.harness_image_hash = v.harness_image_hash;
-  if (v.bench_version) t.bench_version = v.bench_version;
+  const t = harnessMetadataOf(v as Record<string, unknown>);
   return Object.keys(t).length > 0 ? JSON.stringify(t) : null;
 }
 
-function readBench(detail: string | null | undefined): BenchTelemetry {
+/** What the mark holds: the bench the harness last prepared ({} before the first). */
+export function lastHarness(marks: Pick<PlatformMarksRepo, "get">): BenchTelemetry {
+  const detail = marks.get(BENCH_MARK)?.detail;
   if (!detail) return {};
   try {
-    const v = JSON.parse(detail) as Record<string, unknown>;
-    const str = (x: unknown) => (typeof x === "string" && x !== "" ? x : undefined);
-    return {
-      ...(str(v.bench_image_hash) ? { bench_image_hash: str(v.bench_image_hash) } : {}),
-      ...(str(v.harness_image_hash) ? { harness_image_hash: str(v.harness_image_hash) } : {}),
-      ...(str(v.bench_version) ? { bench_version: str(v.bench_version) } : {}),
-    };
+    const v = JSON.parse(detail) as unknown;
+    return v && typeof v === "object" ? harnessMetadataOf(v as Record<string, unknown>) : {};
   } catch {
     return {};
   }
@@ -70,7 +64,7 @@ export function heartbeatInfo(a: {
     return at === undefined ? undefined : Math.floor(at / 1000);
   };
   if (!a.evaluating) return drop({ last_set_weights_at: secs(MARK.lastSetWeightsAt) });
-  const bench = readBench(a.marks.get(BENCH_MARK)?.detail);
+  const bench = lastHarness(a.marks);
   return drop({
     last_set_weights_at: secs(MARK.lastSetWeightsAt),
     last_eval_at: secs(MARK.lastEvalAt),

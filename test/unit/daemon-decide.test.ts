@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { harnessMetadataOf, withLastHarness } from "../../src/daemon/decide.js";
 import {
   discardRetryDelayMs,
   type EpochFacts,
@@ -10,7 +11,12 @@ import {
   progressStateOf,
 } from "../../src/daemon/index.js";
 import type { EvaluationEvent } from "../../src/evaluation/types.js";
-import { type EpochCurrent, epochCurrentSchema, scoreVerdictSchema } from "../../src/platform/index.js";
+import {
+  type EpochCurrent,
+  epochCurrentSchema,
+  type ScoreVerdict,
+  scoreVerdictSchema,
+} from "../../src/platform/index.js";
 
 const HASH = "ab".repeat(32);
 
@@ -209,21 +215,58 @@ describe("scenario progress", () => {
 });
 
 describe("verdicts and ids the daemon makes", () => {
-  it("a pack that cannot be fetched is a pack_verify_failed rejection the platform schema accepts", () => {
+  it("a pack that cannot be fetched is a pack_verify_failed rejection with upstream's metadata: judge_model and the bench last pulled", () => {
+    const last = {
+      bench_image_hash: "sha256:bench",
+      harness_image_hash: "sha256:a:sha256:b",
+      bench_version: "4.0.23",
+      harness_name: "Hermes",
+      harness_version: "0.13.0",
+    };
     const v = packFetchRejection({
       specNumber: 27,
       llmBaseUrl: "https://api.engy.ai/v1",
-      llmModel: "qwen3.8-27b",
-      harnessName: "trajrl-validator-ts",
-      harnessVersion: "0.1.0",
+      llmModel: "policy:auto (default qwen3.8-27b)",
+      judgeModel: "glm-5.2",
+      harness: last,
     });
     expect(scoreVerdictSchema.parse(v)).toEqual(v);
-    expect(v.challenger).toEqual({
-      score: 0,
-      qualified: false,
-      rejected: true,
-      rejection_detail: "pack_verify_failed",
+    // validator.py _score_challenger (2f32a51b8e3b): every submission carries the same metadata.
+    expect(v).toEqual({
+      spec_number: 27,
+      challenger: { score: 0, qualified: false, rejected: true, rejection_detail: "pack_verify_failed" },
+      llm_base_url: "https://api.engy.ai/v1",
+      llm_model: "policy:auto (default qwen3.8-27b)",
+      judge_model: "glm-5.2",
+      ...last,
     });
+    // Never this validator's own name as the harness: before any pull, upstream's harness has none.
+    const fresh = packFetchRejection({
+      specNumber: 27,
+      llmBaseUrl: "u",
+      llmModel: "m",
+      judgeModel: "glm-5.2",
+      harness: {},
+    });
+    expect(fresh).not.toHaveProperty("harness_name");
+    expect(fresh).not.toHaveProperty("harness_version");
+    expect(fresh).not.toHaveProperty("bench_image_hash");
+    // "unknown" is upstream's placeholder, left out of payloads.
+    expect(harnessMetadataOf({ bench_version: "unknown", harness_name: "" })).toEqual({});
+  });
+
+  it("a rejection made before the bench was prepared takes the bench last pulled; anything else passes unchanged", () => {
+    const last = { bench_image_hash: "sha256:bench", harness_name: "Hermes" };
+    const rejected: ScoreVerdict = {
+      spec_number: 27,
+      challenger: { score: 0, qualified: false, rejected: true, rejection_detail: "missing_skill_md" },
+      judge_model: "glm-5.2",
+    };
+    expect(withLastHarness(rejected, last)).toEqual({ ...rejected, ...last });
+    const own: ScoreVerdict = { ...rejected, bench_image_hash: "sha256:this-run" };
+    expect(withLastHarness(own, last)).toBe(own);
+    const scored: ScoreVerdict = { spec_number: 27, challenger: { score: 1, qualified: true } };
+    expect(withLastHarness(scored, last)).toBe(scored);
   });
 
   it("names eval cycles YYYYMMDD_HHMMSS_e{epoch} in UTC", () => {
