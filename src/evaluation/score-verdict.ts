@@ -13,20 +13,33 @@ import type { ScenarioVerdict, Verdict } from "./types.js";
 
 export const HARNESS_LABEL = "trajrl-bench";
 
+/**
+ * Whether upstream's harness would have raised in this episode — its sidecar never got healthy
+ * (`_start_policy_sidecar` raises), or an upstream/infra failure we charged to the pack after it
+ * followed it through every re-run (upstream's first attempt raised). Upstream's episode result is
+ * then the exception's: no cost and no meter summary, sent as null.
+ */
+function raised(s: ScenarioVerdict): boolean {
+  return s.chargedToPack === true || (s.judge !== undefined && s.judge.policySetupS === null);
+}
+
 function judgeOf(s: ScenarioVerdict, v: Verdict): Record<string, unknown> {
   const j = s.judge;
+  const threw = raised(s);
   return {
     overall_score: round4(s.quality),
     qualification_gate: s.quality > 0,
-    cost_usd: pyRound6(s.costUsd),
+    // Upstream's `round(cost, 6) if cost is not None else None` (miner_eval.py judge entries).
+    cost_usd: threw ? null : pyRound6(s.costUsd),
     harness: HARNESS_LABEL,
     sandbox_version: v.provenance.bench?.benchVersion ?? "unknown",
+    // The meter summary's `by_model` (meter.py `EpisodeUsage.summary` at 020768bd): sorted, round(·, 6).
     cost_by_model: Object.fromEntries(
       Object.entries(s.byModel)
         .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
         .map(([m, u]) => [m, pyRound6(u.costUsd)]),
     ),
-    meter_calls: j?.meterCalls ?? null,
+    meter_calls: threw ? null : (j?.meterCalls ?? null),
     meter_refused: j?.meterRefused ?? 0,
     provenance: j?.provenance ?? null,
     policy_setup_s: j?.policySetupS ?? null,

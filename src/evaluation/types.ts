@@ -95,6 +95,8 @@ export interface ScenarioVerdict {
   episodeId: string;
   timings: EpisodeOutcome["timings"];
   judge?: JudgeFacts;
+  /** An upstream/infra failure that followed the pack through every re-run, scored 0 as the pack's. */
+  chargedToPack?: boolean;
 }
 
 /** Where the scenarios and their images came from (the bench source's provenance). */

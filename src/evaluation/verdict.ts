@@ -185,6 +185,7 @@ export function scenarioVerdict(
     episodeId,
     timings: outcome.timings,
     ...(outcome.judge ? { judge: outcome.judge } : {}),
+    ...(outcome.chargedToPack ? { chargedToPack: true } : {}),
   };
 }
 
