@@ -25,7 +25,13 @@ export {
   ScenariosProbe,
 } from "./probes.js";
 export { ProjectImages, type ProjectImagesOptions } from "./project-images.js";
-export { benchImageRef, DEFAULT_AGENT_TIMEOUT_SEC, DEFAULT_BENCH_REPO, RegistryBench } from "./registry.js";
+export {
+  benchImageRef,
+  DEFAULT_AGENT_TIMEOUT_SEC,
+  DEFAULT_BENCH_REPO,
+  harnessImageHashOf,
+  RegistryBench,
+} from "./registry.js";
 export { authFromDockerConfig, registryAuthFor, registryOf } from "./registry-auth.js";
 export type {
   BenchKind,

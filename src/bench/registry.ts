@@ -4,8 +4,11 @@
  * every evaluation the bench image is pulled (a failed pull keeps the cached image, with a
  * warning), probed (`scenarios`: version and harness identity), each scenario of the spec probed
  * (`scenario-info`) and its image `{image_repo}:{tag of the bench ref}` pulled. Digests: the bench
- * image's RepoDigest, and the scenario images' joined with ':' in the spec's order (`missing` for
- * one that is absent) — what every verdict and heartbeat carries.
+ * image's RepoDigest, and the scenario images' joined with ':' in the LOCAL spec's order over what
+ * this preparation pulled (`missing` for one whose pull failed, even with a cached copy) — as
+ * upstream's `_pull_sync` joins them (sandbox_harness.py at v0.6.31 319e21c: SANDBOX_SCENARIOS over
+ * `scenario_image_hashes`), what every verdict and heartbeat carries. A local-spec scenario the
+ * evaluated spec lacks is probed and pulled for its digest (upstream pulls every spec's scenarios).
  */
 import type { EpisodeImages, EpisodeRuntime, EpisodeScenario, SidecarSdk } from "../episode/index.js";
 import { InfraError } from "../errors.js";
@@ -75,12 +78,16 @@ export class RegistryBench implements BenchSource {
 
   resolve(req: { specNumber?: unknown; scenarios?: readonly string[] }): BenchResolution {
     const r = resolveSubnetSpec(this.opts.specs, req.specNumber);
-    const names = req.scenarios && req.scenarios.length > 0 ? [...req.scenarios] : [...r.scenarios];
+    const explicit = req.scenarios !== undefined && req.scenarios.length > 0;
+    const names = explicit ? [...(req.scenarios ?? [])] : [...r.scenarios];
+    // A subnet spec's verdict joins the digests in the local spec's order; an explicit list (eval) its own.
+    const local = this.opts.specs.specs.get(this.opts.specs.local)?.scenarios;
     return {
       spec: r.spec,
       names,
       episodeCapUsd: r.episodeCapUsd,
       ...(r.fellBackFrom !== undefined ? { fellBackFrom: r.fellBackFrom } : {}),
+      ...(!explicit && local ? { hashOrder: [...local] } : {}),
     };
   }
 
@@ -127,6 +134,52 @@ export class RegistryBench implements BenchSource {
     return this.lastBench;
   }
 
+  /**
+   * Each scenario's probe (a throw-away container) and then its pull, three at a time: the evaluated
+   * ones (a failure fails the preparation), then the hash order's others the bench lists, for their
+   * digest only (a failure leaves them `missing`, as upstream's `_pull_sync` does).
+   */
+  private async pullScenarios(
+    r: BenchResolution,
+    shipped: ReadonlySet<string>,
+    opts: { signal?: AbortSignal; onProgress?: (p: BenchProgress) => void },
+  ): Promise<{ infos: Map<string, ScenarioInfoProbe>; pulled: Map<string, PulledImage> }> {
+    const tag = tagOf(this.opts.ref);
+    const infos = new Map<string, ScenarioInfoProbe>();
+    const pulled = new Map<string, PulledImage>();
+    const evaluated = new Set(r.names);
+    // A hash-only scenario the bench does not list cannot be probed: `missing` without trying.
+    const hashOnly = (r.hashOrder ?? []).filter((n) => !evaluated.has(n) && shipped.has(n));
+    const queue = [...r.names, ...hashOnly];
+    const one = async (n: string) => {
+      const info = await probeScenarioInfo(
+        this.opts.docker,
+        this.opts.session,
+        this.opts.ref,
+        n,
+        opts.signal,
+      );
+      infos.set(n, info);
+      pulled.set(n, await this.pull(`scenario/${n}`, `${info.image_repo}:${tag}`, opts));
+    };
+    await Promise.all(
+      Array.from({ length: 3 }, async () => {
+        for (let n = queue.shift(); n; n = queue.shift()) {
+          if (evaluated.has(n)) await one(n);
+          else
+            await one(n).catch((err: unknown) => {
+              if (opts.signal?.aborted) throw err;
+              this.log.warn(
+                { scenario: n, err: (err as Error).message },
+                "bench.hash_only_scenario_unavailable",
+              );
+            });
+        }
+      }),
+    );
+    return { infos, pulled };
+  }
+
   async prepare(
     r: BenchResolution,
     opts: { signal?: AbortSignal; onProgress?: (p: BenchProgress) => void } = {},
@@ -136,26 +189,7 @@ export class RegistryBench implements BenchSource {
     const unknown = r.names.filter((n) => !shipped.has(n));
     if (unknown.length)
       this.log.warn({ unknown, bench: this.opts.ref }, "bench.scenarios_not_listed_by_bench");
-    const tag = tagOf(this.opts.ref);
-    const infos = new Map<string, ScenarioInfoProbe>();
-    const pulled = new Map<string, PulledImage>();
-    // Each scenario's probe (a throw-away container) and then its pull, three scenarios at a time.
-    const queue = [...r.names];
-    await Promise.all(
-      Array.from({ length: 3 }, async () => {
-        for (let n = queue.shift(); n; n = queue.shift()) {
-          const info = await probeScenarioInfo(
-            this.opts.docker,
-            this.opts.session,
-            this.opts.ref,
-            n,
-            opts.signal,
-          );
-          infos.set(n, info);
-          pulled.set(n, await this.pull(`scenario/${n}`, `${info.image_repo}:${tag}`, opts));
-        }
-      }),
-    );
+    const { infos, pulled } = await this.pullScenarios(r, shipped, opts);
     const scenarios: EpisodeScenario[] = r.names.map((n) => {
       const info = infos.get(n)!;
       return {
@@ -185,14 +219,14 @@ export class RegistryBench implements BenchSource {
       sdk: this.opts.sdk,
       verifierNetwork: this.opts.verifierNetwork,
     };
-    const scenarioDigests = Object.fromEntries([...pulled].map(([n, p]) => [n, p.digest]));
+    const scenarioDigests = Object.fromEntries(r.names.map((n) => [n, pulled.get(n)!.digest]));
     return {
       scenarios,
       images,
       runtime,
       provenance: {
         benchImageHash: bench.digest,
-        harnessImageHash: r.names.map((n) => scenarioDigests[n] ?? "missing").join(":"),
+        harnessImageHash: harnessImageHashOf(r.hashOrder ?? r.names, pulled),
         benchVersion: probe.version,
         ...(probe.harness_name ? { harnessName: probe.harness_name } : {}),
         ...(probe.harness_version ? { harnessVersion: probe.harness_version } : {}),
@@ -200,4 +234,21 @@ export class RegistryBench implements BenchSource {
       },
     };
   }
+}
+
+/**
+ * `harness_image_hash`: the digests of `order`, joined with ':', `missing` for a scenario this
+ * preparation did not pull (a failed pull served from the cache included), as upstream's join over
+ * `scenario_image_hashes`, which a failed pull leaves without the scenario.
+ */
+export function harnessImageHashOf(
+  order: readonly string[],
+  pulled: ReadonlyMap<string, PulledImage>,
+): string {
+  return order
+    .map((n) => {
+      const p = pulled.get(n);
+      return p && !p.fromCache ? p.digest : "missing";
+    })
+    .join(":");
 }

@@ -20,6 +20,11 @@ export interface BenchResolution {
   episodeCapUsd: number;
   /** The spec the caller asked for when it is not known here (evaluated `spec` instead). */
   fellBackFrom?: unknown;
+  /**
+   * The scenarios whose digests `harnessImageHash` joins, in that order, when not `names`: upstream
+   * joins its local spec's (sandbox_harness.py `_pull_sync`: SANDBOX_SCENARIOS over what it pulled).
+   */
+  hashOrder?: readonly string[];
 }
 
 export interface BenchProgress {
@@ -39,7 +44,7 @@ export interface BenchProgress {
 export interface BenchProvenance {
   /** The bench image's registry digest (registry source). */
   benchImageHash?: string;
-  /** Per-scenario image digests joined with ':' in the spec's order (`missing` for an absent one). */
+  /** Per-scenario image digests joined with ':' in `hashOrder` (`missing` for one not pulled this time). */
   harnessImageHash: string;
   benchVersion?: string;
   harnessName?: string;

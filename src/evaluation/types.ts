@@ -105,7 +105,7 @@ export interface BenchFacts {
   /** The bench image reference (registry). */
   ref?: string;
   benchImageHash?: string;
-  /** Scenario image digests joined with ':' in the spec's order. */
+  /** Scenario image digests joined with ':' (registry bench: in the local spec's order, as upstream's). */
   harnessImageHash: string;
   benchVersion?: string;
   harnessName?: string;

@@ -118,7 +118,7 @@ beforeAll(async () => {
   specsFile = join(mkdtempSync(join(tmpdir(), "bench-specs-")), "subnet-specs.json");
   writeFileSync(
     specsFile,
-    JSON.stringify({ specs: { [SPEC]: { scenarios: SCENARIOS, episode_cap_usd: 0.3 } } }),
+    JSON.stringify({ local: SPEC, specs: { [SPEC]: { scenarios: SCENARIOS, episode_cap_usd: 0.3 } } }),
   );
   sim = await startEngySim({
     port: 0,
