@@ -186,14 +186,15 @@ export class ChatPath {
     const price = call.price!;
     const attempt = (): Admit | "wait" => {
       if (ep.closed) return "closed";
-      const a = reserveFor(call.fprice!, r.promptEstimate, r.want, viewRoom(ep.view));
+      const a = reserveFor(call.fprice!, r.promptEstimate, r.want, viewRoom(ep.view), r.n);
       if (!a.ok) return { refused: a.room };
       const worst = worstCase(price, r.promptBound, a.maxTokens, r.n);
       if (ep.forwarded > 0 && !fitsBeside(ep.exposure, worst, ep.budget.cap, ep.budget.spent)) return "wait";
       viewReserve(ep.view, a.reserved);
       call.reservedF = a.reserved;
       call.reserved =
-        BigInt(r.promptEstimate) * price.prompt + BigInt(Math.max(0, a.maxTokens)) * price.completion;
+        BigInt(r.promptEstimate) * price.prompt +
+        BigInt(Math.max(0, a.maxTokens)) * BigInt(r.n) * price.completion;
       ep.budget = reserve(ep.budget, call.reserved);
       call.worst = worst;
       ep.exposure += worst;
