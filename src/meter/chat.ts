@@ -26,8 +26,9 @@ import {
 import { reserve } from "./ledger.js";
 import type { ModelPrice } from "./prices.js";
 import { Relay } from "./relay.js";
-import { type ChatRequest, forwardBody, InvalidRequest, parseChatRequest } from "./request.js";
+import { type ChatRequest, forwardBody, InvalidRequest, interpretRequest } from "./request.js";
 import { firstChunkRetryable, type RetryPolicy, retryDelayMs } from "./retry.js";
+import type { ScanPool } from "./scan-pool.js";
 import { classifyFailure, type Upstream, type UpstreamResponse } from "./upstream.js";
 
 export interface ChatOptions {
@@ -40,6 +41,8 @@ export interface ChatOptions {
   /** Request bytes held by all calls (bodies being read, and forwarded bodies until the call ends). */
   bytes: Gate;
   booking: Booking;
+  /** Where request bodies are scanned (on the loop, or off it when large). */
+  scans: ScanPool;
   /** Redacted from provider error bodies. */
   apiKey: string | undefined;
   log: Logger;
@@ -110,8 +113,10 @@ export class ChatPath {
     const hdrPre = remainingHeader(ep);
     let r: ChatRequest;
     try {
-      r = parseChatRequest(raw);
+      const scanned = await this.o.scans.scan(raw);
+      r = interpretRequest(scanned.raw, scanned.scan);
     } catch (err) {
+      if (call.ac!.aborted) return this.ended(call, res);
       if (!(err instanceof InvalidRequest)) throw err;
       ep.countRefusal("invalid_request");
       return sendError(
