@@ -274,17 +274,24 @@ class Scanner extends Lexer {
 
   /** The context of a member's value inside an object of context `ctx` (or what to note of it). */
   private memberOf(ctx: number, ks: number, ke: number, escaped: boolean): number {
-    if (ke - ks > 2 + 6 * 9) return NONE; // no name below is longer than 9 characters
-    const name = this.keyText(ks, ke, escaped);
-    if (ctx === MESSAGE) return name === "content" ? CONTENT : NONE;
+    if (ctx === MESSAGE) return this.keyIs(ks, ke, escaped, "content") ? CONTENT : NONE;
     if (ctx === PART) {
-      if (name === "type") return NOTE_TYPE;
-      if (name !== "image_url") return NONE;
+      if (this.keyIs(ks, ke, escaped, "type")) return NOTE_TYPE;
+      if (!this.keyIs(ks, ke, escaped, "image_url")) return NONE;
       this.partInline = false;
       return this.b[this.i] === 0x22 ? NOTE_URL : IMAGE;
     }
-    if (ctx === IMAGE) return name === "url" ? NOTE_URL : NONE;
-    return name === "type" ? NOTE_TYPE : NONE; // TOOL
+    if (ctx === IMAGE) return this.keyIs(ks, ke, escaped, "url") ? NOTE_URL : NONE;
+    return this.keyIs(ks, ke, escaped, "type") ? NOTE_TYPE : NONE; // TOOL
+  }
+
+  /** Whether the key at [ks, ke) is `name` (ASCII), comparing bytes unless it has escapes. */
+  private keyIs(ks: number, ke: number, escaped: boolean, name: string): boolean {
+    if (escaped) return ke - ks <= 2 + 6 * name.length && this.keyText(ks, ke, true) === name;
+    if (ke - ks !== name.length + 2) return false;
+    const b = this.b;
+    for (let k = 0; k < name.length; k++) if (b[ks + 1 + k] !== name.charCodeAt(k)) return false;
+    return true;
   }
 
   /** Note a part's or tool's type, or whether an image's URL is inline (the last one counts). */
