@@ -51,19 +51,27 @@ export type Admission =
 
 /**
  * `reserve_for`: the prompt at list price must be below the room; max_tokens (`want`) is lowered to
- * what fits; fewer than 64 completion tokens is a refusal. One deliberate difference: a negative
- * `want` (which the provider refuses anyway) reserves the prompt alone, where upstream's arithmetic
- * would book a negative reservation and enlarge every other call's room.
+ * what fits; fewer than 64 completion tokens is a refusal. Two deliberate differences: `n`
+ * completions are reserved (upstream reserves one whatever `n`; with n = 1 the arithmetic is
+ * upstream's to the bit), and a negative `want` (which the provider refuses anyway) reserves the
+ * prompt alone, where upstream's arithmetic would book a negative reservation and enlarge every
+ * other call's room.
  */
-export function reserveFor(price: FloatPrice, promptTokens: number, want: number, room: number): Admission {
+export function reserveFor(
+  price: FloatPrice,
+  promptTokens: number,
+  want: number,
+  room: number,
+  n = 1,
+): Admission {
   const promptUsd = promptTokens * price.prompt;
   if (promptUsd >= room) return { ok: false, room };
   const c = price.completion;
-  const fits = c > 0 ? Math.trunc((room - promptUsd) / c) : want;
+  const fits = c > 0 ? Math.trunc((room - promptUsd) / c / n) : want;
   if (fits < MIN_MAX_TOKENS) return { ok: false, room };
   const clamped = fits < want;
   const maxTokens = Math.min(want, fits);
-  return { ok: true, reserved: promptUsd + Math.max(maxTokens, 0) * c, maxTokens, clamped };
+  return { ok: true, reserved: promptUsd + Math.max(maxTokens, 0) * c * n, maxTokens, clamped };
 }
 
 /** `cost_of`: (prompt − cached)·p + cached·c_read + completion·c, as upstream computes it (cached not bounded). */

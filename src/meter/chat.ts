@@ -26,8 +26,9 @@ import {
 import { reserve } from "./ledger.js";
 import type { ModelPrice } from "./prices.js";
 import { Relay } from "./relay.js";
-import { type ChatRequest, forwardBody, InvalidRequest, parseChatRequest } from "./request.js";
+import { type ChatRequest, forwardBody, InvalidRequest, interpretRequest } from "./request.js";
 import { firstChunkRetryable, type RetryPolicy, retryDelayMs } from "./retry.js";
+import type { ScanPool } from "./scan-pool.js";
 import { classifyFailure, type Upstream, type UpstreamResponse } from "./upstream.js";
 
 export interface ChatOptions {
@@ -40,6 +41,8 @@ export interface ChatOptions {
   /** Request bytes held by all calls (bodies being read, and forwarded bodies until the call ends). */
   bytes: Gate;
   booking: Booking;
+  /** Where request bodies are scanned (on the loop, or off it when large). */
+  scans: ScanPool;
   /** Redacted from provider error bodies. */
   apiKey: string | undefined;
   log: Logger;
@@ -110,8 +113,10 @@ export class ChatPath {
     const hdrPre = remainingHeader(ep);
     let r: ChatRequest;
     try {
-      r = parseChatRequest(raw);
+      const scanned = await this.o.scans.scan(raw);
+      r = interpretRequest(scanned.raw, scanned.scan);
     } catch (err) {
+      if (call.ac!.aborted) return this.ended(call, res);
       if (!(err instanceof InvalidRequest)) throw err;
       ep.countRefusal("invalid_request");
       return sendError(
@@ -186,14 +191,15 @@ export class ChatPath {
     const price = call.price!;
     const attempt = (): Admit | "wait" => {
       if (ep.closed) return "closed";
-      const a = reserveFor(call.fprice!, r.promptEstimate, r.want, viewRoom(ep.view));
+      const a = reserveFor(call.fprice!, r.promptEstimate, r.want, viewRoom(ep.view), r.n);
       if (!a.ok) return { refused: a.room };
       const worst = worstCase(price, r.promptBound, a.maxTokens, r.n);
       if (ep.forwarded > 0 && !fitsBeside(ep.exposure, worst, ep.budget.cap, ep.budget.spent)) return "wait";
       viewReserve(ep.view, a.reserved);
       call.reservedF = a.reserved;
       call.reserved =
-        BigInt(r.promptEstimate) * price.prompt + BigInt(Math.max(0, a.maxTokens)) * price.completion;
+        BigInt(r.promptEstimate) * price.prompt +
+        BigInt(Math.max(0, a.maxTokens)) * BigInt(r.n) * price.completion;
       ep.budget = reserve(ep.budget, call.reserved);
       call.worst = worst;
       ep.exposure += worst;

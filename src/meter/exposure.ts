@@ -20,16 +20,26 @@ import type { ModelPrice } from "./prices.js";
 export const TEMPLATE_TOKENS_PER_MESSAGE = 16;
 /** Template tokens per request (system preamble, reply priming). */
 export const TEMPLATE_TOKENS_BASE = 64;
+/**
+ * Tokens an inline image may cost whatever its bytes (a tiny file can describe a large picture):
+ * the most a vision processor cuts one image into by default (Qwen-VL's 12.8 Mpx ÷ 28² px a token).
+ */
+export const IMAGE_TOKENS = 16_384;
 
 /**
  * A true upper bound of the prompt tokens a provider can bill for a request: a token covers at
  * least one byte of the text it tokenizes, and the text is at most the billed JSON (its strings
  * carry the content, escaped at least as long as raw), tools rendered as JSON with spaces (at most
- * twice their compact size), plus the template's tokens per message.
+ * twice their compact size), plus the template's tokens per message, plus IMAGE_TOKENS per
+ * inline image (the only media the meter forwards).
  */
-export function promptBound(billedBytes: number, toolsBytes: number, messages: number): number {
+export function promptBound(billedBytes: number, toolsBytes: number, messages: number, images = 0): number {
   return (
-    billedBytes + toolsBytes + TEMPLATE_TOKENS_PER_MESSAGE * Math.max(0, messages) + TEMPLATE_TOKENS_BASE
+    billedBytes +
+    toolsBytes +
+    TEMPLATE_TOKENS_PER_MESSAGE * Math.max(0, messages) +
+    TEMPLATE_TOKENS_BASE +
+    IMAGE_TOKENS * images
   );
 }
 

@@ -23,6 +23,7 @@ import { Gate } from "./gate.js";
 import { type Allowlist, compilePrices, type PriceTable, priceTableHash } from "./prices.js";
 import { type Receipt, ReceiptQueue, type ReceiptSink } from "./receipt.js";
 import { DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
+import { ScanPool, type ScanPoolOptions } from "./scan-pool.js";
 import { type Listener, type ListenOptions, MeterServer } from "./server.js";
 import { Upstream } from "./upstream.js";
 
@@ -60,6 +61,8 @@ export interface MeterOptions {
   maxConnections?: number;
   receiptFlushMs?: number;
   receiptBatch?: number;
+  /** Which request bodies are scanned on the event loop (the rest in a worker thread). */
+  scans?: ScanPoolOptions;
 }
 
 export class Meter {
@@ -69,6 +72,7 @@ export class Meter {
   private readonly queue: ReceiptQueue | null;
   private readonly episodes: Episodes;
   private readonly server: MeterServer;
+  private readonly scans: ScanPool;
   private stopped = false;
 
   constructor(opts: MeterOptions) {
@@ -100,6 +104,7 @@ export class Meter {
       bytesPerToken: opts.maxBytesPerToken ?? Math.max(160 * MiB, 2 * maxBodyBytes),
       rowsPerEpisode: opts.maxRowsPerEpisode ?? 2000,
     });
+    this.scans = new ScanPool(this.log, opts.scans);
     const chat = new ChatPath({
       prices,
       fprices: floatPrices(opts.prices),
@@ -109,6 +114,7 @@ export class Meter {
       maxBodyBytes,
       bytes: new Gate(opts.maxBufferedBytes ?? 512 * MiB),
       booking: new Booking(this.queue),
+      scans: this.scans,
       apiKey: opts.apiKey,
       log: this.log,
     });
@@ -176,6 +182,7 @@ export class Meter {
     this.stopped = true;
     this.episodes.abortAll();
     await this.server.close();
+    await this.scans.close();
     this.queue?.flush();
     await this.upstream.destroy();
     this.log.info(

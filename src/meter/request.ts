@@ -1,43 +1,69 @@
 /**
- * The boundary of a chat request. The body's bytes go through scan.ts, which accepts exactly what
- * Python's `json.loads` accepts (so a request upstream's meter takes is taken here); the knobs the
- * meter reads are then interpreted as upstream's meter interprets them:
+ * The boundary of a chat request. The body's bytes go through scan.ts (scanChatBody: the heavy,
+ * linear part, which scan-pool.ts may run off the event loop), which accepts exactly what Python's
+ * `json.loads` accepts (so a request upstream's meter takes is taken here, but for the content parts
+ * and tools it checks); the knobs the meter reads are then interpreted as upstream's meter
+ * interprets them (interpretRequest):
  *  - `model`: must be a string on the allowlist;
  *  - `stream`: Python truthiness (`bool(body.get("stream"))`);
  *  - the completion length: `max_tokens or max_completion_tokens or 8192`, through Python's `int()`
  *    (a string of digits counts, anything it cannot convert means 8192);
- *  - `stream_options` (stream only): an object or absent, `include_usage` forced on.
- * Every other field is forwarded byte for byte, except the few that could make the provider bill
- * more than the reservation assumes (DROPPED_FIELDS, CLAMPED_FIELDS; README "Fields the meter
- * rewrites"). zod checks the shape of the knob objects the meter rewrites.
+ *  - `stream_options` (stream only): an object or absent, `include_usage` forced on;
+ *  - `n`: absent, null, or an integer from 1 to 128 (upstream does not read it).
+ * Every field that decides the answer's mode or its bill is forwarded as the meter read it — a JSON
+ * boolean `stream`, integers `max_tokens` and `n`, `include_usage: true` — so no provider can read
+ * it otherwise (a lax validator takes "no" for false, JavaScript takes [] for true). Every other
+ * field is forwarded byte for byte, except those that could make the provider bill more than the
+ * reservation assumes (DROPPED_FIELDS, CLAMPED_FIELDS; README "Fields the meter rewrites"). zod
+ * checks the shape of the knob objects the meter rewrites.
  */
 import { z } from "zod";
 import { type PyValue, pyJsonParse } from "../pack/index.js";
 import { DEFAULT_MAX_TOKENS } from "./admission.js";
-import {
-  billedClassesOf,
-  type CharClasses,
-  tokensFromClasses,
-  UNBILLED_KEYS,
-  zeroClasses,
-} from "./estimate.js";
+import { type CharClasses, tokensFromClasses, UNBILLED_KEYS } from "./estimate.js";
 import { promptBound } from "./exposure.js";
-import { type Member, ScanError, scanBody } from "./scan.js";
+import { type Member, type RequestScan, ScanError, scanRequest } from "./scan.js";
 
-/** Fields never forwarded: they make a provider generate (and bill) more than one completion of max_tokens. */
+/**
+ * Fields never forwarded: they make a provider generate (and bill) more than one completion of
+ * max_tokens, stand for max_tokens under another name, render the prompt by a template of the
+ * client's own, cut an image into more tokens, or search the web (billed per search, and out of
+ * the episode).
+ */
 export const DROPPED_FIELDS: ReadonlySet<string> = new Set([
   "best_of",
   "use_beam_search",
   "beam_width",
   "num_beams",
+  "num_return_sequences",
   "thinking_budget",
   "max_thinking_tokens",
   "max_reasoning_tokens",
+  "max_new_tokens",
+  "max_output_tokens",
+  "chat_template",
+  "mm_processor_kwargs",
+  "web_search_options",
+  "enable_search",
+  "search_parameters",
 ]);
 /** Fields forwarded with their token budgets clamped to the forwarded max_tokens. */
 export const CLAMPED_FIELDS: ReadonlySet<string> = new Set(["min_tokens", "reasoning", "thinking"]);
-
-const REWRITTEN: ReadonlySet<string> = new Set(["max_tokens", "max_completion_tokens"]);
+/** Fields forwarded as the meter read them (written at the head of the forwarded body). */
+const REWRITTEN: ReadonlySet<string> = new Set(["max_tokens", "max_completion_tokens", "stream", "n"]);
+/** Fields the meter parses: each at most MAX_KNOB_BYTES of JSON, so no parse of them holds the loop. */
+const READ: ReadonlySet<string> = new Set([
+  "model",
+  "stream",
+  "stream_options",
+  "max_tokens",
+  "max_completion_tokens",
+  "n",
+  ...CLAMPED_FIELDS,
+]);
+export const MAX_KNOB_BYTES = 64 * 1024;
+/** The most completions one call may ask for (OpenAI's own limit). */
+export const MAX_N = 128;
 
 export class InvalidRequest extends Error {}
 
@@ -53,12 +79,15 @@ export interface ChatRequest {
   /** The last occurrence of each top-level key, in order of first appearance. */
   members: Member[];
   model: unknown;
+  /** Stream or not, by Python's truthiness of `stream` (forwarded as this boolean when given). */
   stream: boolean;
+  streamGiven: boolean;
   streamOptions: Record<string, unknown> | null;
   /** Upstream's `want`: the completion length asked for, through Python's int(). */
   want: number;
-  /** Completions asked for (`n`, when it is a positive integer), for the worst case. */
+  /** Completions asked for (1 unless `n` says otherwise; forwarded as this integer when given). */
   n: number;
+  nGiven: boolean;
   classes: CharClasses;
   promptEstimate: number;
   /** A true upper bound of the prompt tokens (exposure.ts). */
@@ -125,21 +154,35 @@ function memberValue(raw: Buffer, m: Member): unknown {
   }
 }
 
-/** Parse a chat request body. Throws InvalidRequest for what upstream's meter could not take. */
-export function parseChatRequest(raw: Buffer): ChatRequest {
-  let scan: ReturnType<typeof scanBody>;
+/** The heavy part of parsing: one linear pass over the bytes (scan.ts). Throws InvalidRequest. */
+export function scanChatBody(raw: Buffer): RequestScan {
   try {
-    scan = scanBody(raw, (k) => !UNBILLED_KEYS.has(k));
+    return scanRequest(raw, (k) => !UNBILLED_KEYS.has(k));
   } catch (err) {
     if (err instanceof ScanError) throw new InvalidRequest(`body: ${err.message}`);
     throw err;
   }
-  // A repeated top-level key: the last value counts (as in a Python dict), in the first one's place.
-  const last = new Map<string, Member>();
-  for (const m of scan.members) last.set(m.key, m);
-  const members = [...last.values()];
+}
+
+/** `n`: absent or null is one completion (not forwarded); else an integer from 1 to MAX_N. */
+function completions(v: unknown): number | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > MAX_N)
+    throw new InvalidRequest(`n: expected an integer from 1 to ${MAX_N}`);
+  return v;
+}
+
+/** The knobs of a scanned body, as upstream's meter reads them. Throws InvalidRequest. */
+export function interpretRequest(raw: Buffer, scan: RequestScan): ChatRequest {
+  const read = new Map<string, Member>();
+  for (const m of scan.members) {
+    if (!READ.has(m.key)) continue;
+    if (m.end - m.valueStart > MAX_KNOB_BYTES)
+      throw new InvalidRequest(`${m.key}: more than ${MAX_KNOB_BYTES} bytes`);
+    read.set(m.key, m);
+  }
   const knob = (k: string) => {
-    const m = last.get(k);
+    const m = read.get(k);
     return m === undefined ? undefined : memberValue(raw, m);
   };
 
@@ -155,44 +198,27 @@ export function parseChatRequest(raw: Buffer): ChatRequest {
   const asked = pyTruthy(mt) ? mt : pyTruthy(mct) ? mct : DEFAULT_MAX_TOKENS;
   const wantInt = pyInt(asked);
   if (wantInt === "overflow") throw new InvalidRequest("max_tokens: cannot convert infinity to an integer");
-  const want = wantInt === "value_error" ? DEFAULT_MAX_TOKENS : wantInt;
-  const nInt = pyInt(knob("n"));
-  const n = typeof nInt === "number" && nInt >= 1 ? nInt : 1;
-
-  let classes: CharClasses;
-  if (scan.exact) {
-    classes = zeroClasses();
-    classes.dense += 2; // { }
-    classes.bytes += 2;
-    let billed = 0;
-    for (const m of members) {
-      if (UNBILLED_KEYS.has(m.key)) continue;
-      if (billed++ > 0) {
-        classes.dense++; // ,
-        classes.bytes++;
-      }
-      classes.plain += m.classes.plain;
-      classes.dense += m.classes.dense;
-      classes.nonAscii += m.classes.nonAscii;
-      classes.bytes += m.classes.bytes;
-    }
-  } else {
-    classes = billedClassesOf(raw);
-  }
-  const messages = last.get("messages")?.elements ?? -1;
-  const tools = last.get("tools")?.classes.bytes ?? 0;
+  const n = completions(knob("n"));
+  const classes = scan.classes;
   return {
     raw,
-    members,
+    members: scan.members,
     model: knob("model"),
     stream,
+    streamGiven: read.has("stream"),
     streamOptions,
-    want,
-    n,
+    want: wantInt === "value_error" ? DEFAULT_MAX_TOKENS : wantInt,
+    n: n ?? 1,
+    nGiven: n !== undefined,
     classes,
     promptEstimate: tokensFromClasses(classes),
-    promptBound: promptBound(classes.bytes, tools, messages),
+    promptBound: promptBound(classes.bytes, scan.toolsBytes, scan.messages, scan.images),
   };
+}
+
+/** Parse a chat request body in one go (scan, then interpret). Throws InvalidRequest. */
+export function parseChatRequest(raw: Buffer): ChatRequest {
+  return interpretRequest(raw, scanChatBody(raw));
 }
 
 /** An integer as JSON (exact for the huge ones Python would print in full). */
@@ -205,12 +231,15 @@ function clampBudget(v: unknown, maxTokens: number): unknown {
 
 /**
  * The bytes to forward: `max_tokens` set to what the meter granted (max_completion_tokens dropped),
- * `stream_options.include_usage` forced for a stream, the fields of DROPPED_FIELDS left out, budgets
- * of CLAMPED_FIELDS clamped; every other member byte for byte as the client wrote it.
+ * `stream` and `n` as the meter read them, `stream_options.include_usage` forced for a stream, the
+ * fields of DROPPED_FIELDS left out, budgets of CLAMPED_FIELDS clamped; every other member byte for
+ * byte as the client wrote it.
  */
 export function forwardBody(req: ChatRequest, maxTokens: number): Buffer {
   const raw = req.raw;
   let head = `{"max_tokens":${intJson(maxTokens)}`;
+  if (req.streamGiven) head += `,"stream":${req.stream}`;
+  if (req.nGiven) head += `,"n":${req.n}`;
   if (req.stream)
     head += `,"stream_options":${JSON.stringify({ ...req.streamOptions, include_usage: true })}`;
   // Member spans [start − 1, end): the byte before each (a '{', ',' or space) becomes its comma.

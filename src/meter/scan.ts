@@ -1,291 +1,104 @@
 /**
- * One pass over a request body's raw bytes (no JSON.parse, no string of the body) that:
+ * One pass over a request body's raw bytes (no JSON.parse of the body, no string of it) that:
  *  - accepts exactly what Python's `json.loads` accepts for a UTF-8 object (NaN and Infinity
  *    included), else throws ScanError;
  *  - finds the spans of the top-level members, so the knobs the meter rewrites can be cut out and
  *    the rest forwarded byte for byte;
  *  - counts, per billed member, upstream's character classes of the text Python's
- *    `json.dumps(..., ensure_ascii=False, separators=(",", ":"))` would print for it (estimate.ts):
- *    whitespace between tokens dropped, escapes decoded and re-escaped as Python does, numbers
- *    respelled as Python prints them.
- * A repeated key inside a nested object makes the count inexact (Python keeps only the last value):
- * `exact` is then false and the caller uses the definition in estimate.ts instead.
+ *    `json.dumps(..., ensure_ascii=False, separators=(",", ":"))` would print for it (estimate.ts;
+ *    the tokens are scan-lexer.ts's), a key repeated inside an object once, with its last value, as
+ *    a Python dict keeps it (the earlier member's count is taken back);
+ *  - checks what a provider bills or fetches beyond the body's bytes: a message's content parts are
+ *    text, or images given inline (`data:` URLs, counted for the real-spend bound), and every tool
+ *    is a function (README "Fields the meter rewrites").
+ * Linear in the body's length: repeated keys are found by comparing bytes while an object is small,
+ * through a Map once it is not.
  */
 import { isUtf8 } from "node:buffer";
-import { pyFloatRepr } from "../pack/index.js";
 import { type CharClasses, zeroClasses } from "./estimate.js";
+import { Lexer, ScanError } from "./scan-lexer.js";
 
-export class ScanError extends Error {}
+export { ScanError } from "./scan-lexer.js";
 
+/** A top-level member: its key and byte spans. */
 export interface Member {
+  /** The decoded key ("" for a key longer than MAX_KEY_CHARS: no knob is named so). */
   key: string;
   /** [start, end): byte offsets from the key's opening quote to the end of the value. */
   start: number;
   end: number;
   valueStart: number;
-  /** Classes of `"key":value` as Python prints it (billed members only; zero otherwise). */
-  classes: CharClasses;
-  /** The value's element count when it is an array, else -1. */
-  elements: number;
 }
 
-export interface Scan {
+/** What the meter needs from a body's bytes (structured-cloneable: it may come from a worker). */
+export interface RequestScan {
+  /** The last occurrence of each top-level key, in order of first appearance (as a Python dict). */
   members: Member[];
-  /** False when a nested object repeats a key: the counts are then not Python's. */
-  exact: boolean;
-}
-
-// Byte classes of JSON string content.
-const PLAIN = 0;
-const DENSE = 1;
-const CONT = 2;
-const LEAD = 3;
-const SPECIAL = 4; // '"', '\\', control characters
-const CLS = new Uint8Array(256);
-for (let c = 0; c < 256; c++) {
-  if (c < 0x20 || c === 0x22 || c === 0x5c) CLS[c] = SPECIAL;
-  else if (c >= 0xc0) CLS[c] = LEAD;
-  else if (c >= 0x80) CLS[c] = CONT;
-  else if ((c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || c === 0x20)
-    CLS[c] = PLAIN;
-  else CLS[c] = DENSE;
+  /** Upstream's classes of the billed members as Python prints them. */
+  classes: CharClasses;
+  /** Elements of the `messages` array (-1 when it is not an array). */
+  messages: number;
+  /** UTF-8 bytes of the `tools` member as Python prints it. */
+  toolsBytes: number;
+  /** Inline images among the content parts. */
+  images: number;
 }
 
 /** Python's json.loads refuses deeper nesting (its recursion limit); so does the meter. */
 const MAX_DEPTH = 900;
-/** CPython refuses to convert longer integers (sys.int_info.default_max_str_digits). */
-const MAX_INT_DIGITS = 4300;
+/** Top-level members of a request: a chat request has a few dozen knobs at most. */
+export const MAX_MEMBERS = 1024;
+/** Keys longer than this are no knob: their members are forwarded unread. */
+const MAX_KEY_CHARS = 64;
+/** Keys of an object compared byte for byte up to this count, then through a Map. */
+const SMALL_OBJECT = 8;
 
-/** 1 for the ASCII characters upstream counts as plain (letters, digits, space), else 0. */
-const PLAIN_TABLE = new Uint8Array(128);
-for (let c = 0; c < 128; c++) PLAIN_TABLE[c] = CLS[c] === PLAIN ? 1 : 0;
+// Where a value sits in a chat request (for the checks on content parts and tools): arrays 1–3,
+// objects 4–7; a member whose value is noted: a part's or tool's type, an image's URL.
+const NONE = 0;
+const MESSAGES = 1;
+const CONTENT = 2;
+const TOOLS = 3;
+const MESSAGE = 4;
+const PART = 5;
+const IMAGE = 6;
+const TOOL = 7;
+const NOTE_TYPE = -1;
+const NOTE_URL = -2;
+/** The element context of an array context. */
+const ELEMENT = [NONE, MESSAGE, PART, TOOL];
 
-const hexVal = (c: number): number =>
-  c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 87 : c >= 0x41 && c <= 0x46 ? c - 55 : -1;
-
-const isPlainChar = (c: number) =>
-  (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a);
-
-class Scanner {
-  i = 0;
-  plain = 0;
-  dense = 0;
-  nonAscii = 0;
-  /** UTF-8 bytes above those counted one per plain/dense character. */
-  high = 0;
-  exact = true;
+class Scanner extends Lexer {
   depth = 0;
-  /** Key spans of the objects being scanned (for repeated-key detection), and each object's base. */
-  private readonly keyStart: number[] = [];
-  private readonly keyEnd: number[] = [];
+  images = 0;
+  /**
+   * The members of the objects being scanned: a stack of `top` records, each object's from its base
+   * index (the arrays are never shrunk: the top moves).
+   */
+  private top = 0;
+  private readonly kStart: number[] = [];
+  private readonly kEnd: number[] = [];
+  private readonly kEsc: boolean[] = [];
+  /** Each member's contribution to the counts (key, colon and value), to take back on a repeat. */
+  private readonly kPlain: number[] = [];
+  private readonly kDense: number[] = [];
+  private readonly kNonAscii: number[] = [];
+  private readonly kHigh: number[] = [];
+  /** The content part or tool being scanned: its type, and whether its image is inline. */
+  private partType: string | undefined;
+  private partInline = false;
 
-  constructor(readonly b: Buffer) {}
-
-  fail(what: string): never {
-    throw new ScanError(`${what} at byte ${this.i}`);
-  }
-
-  ws(): void {
-    const b = this.b;
-    let i = this.i;
-    for (;;) {
-      const c = b[i];
-      if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
-      i++;
-    }
-    this.i = i;
-  }
-
-  /** At an opening quote: past the closing one, counting. Returns true when it held an escape. */
-  string(): boolean {
-    const b = this.b;
-    let i = this.i + 1;
-    const start = i;
-    // Raw bytes outside escapes: plain ASCII by table (dense is the rest), bytes ≥ 0x80 and lead bytes.
-    let plain = 0;
-    let high = 0;
-    let lead = 0;
-    // Escapes: their raw length, and what Python prints for them.
-    let escRaw = 0;
-    let eP = 0;
-    let eD = 0;
-    let eN = 0;
-    let eH = 0;
-    for (;;) {
-      const c = b[i] as number;
-      if (c > 0x5c) {
-        if (c < 0x80) plain += PLAIN_TABLE[c]!;
-        else {
-          high++;
-          if (c >= 0xc0) lead++;
-        }
-        i++;
-      } else if (c > 0x22 && c !== 0x5c) {
-        plain += PLAIN_TABLE[c]!;
-        i++;
-      } else if (c === 0x20) {
-        plain++;
-        i++;
-      } else if (c === 0x21) i++;
-      else if (c === 0x22) break;
-      else if (c === 0x5c) {
-        const e = b[i + 1];
-        if (e === 0x22 || e === 0x5c) {
-          eD += 2;
-          escRaw += 2;
-          i += 2;
-        } else if (e === 0x2f) {
-          eD++;
-          escRaw += 2;
-          i += 2;
-        } else if (e === 0x62 || e === 0x66 || e === 0x6e || e === 0x72 || e === 0x74) {
-          eD++;
-          eP++;
-          escRaw += 2;
-          i += 2;
-        } else if (e === 0x75) {
-          const u = this.hex4(i + 2);
-          i += 6;
-          escRaw += 6;
-          if (u >= 0xd800 && u <= 0xdbff && b[i] === 0x5c && b[i + 1] === 0x75) {
-            const lo = this.hex4(i + 2);
-            if (lo >= 0xdc00 && lo <= 0xdfff) {
-              // A surrogate pair: one code point, four UTF-8 bytes.
-              i += 6;
-              escRaw += 6;
-              eN++;
-              eH += 4;
-              continue;
-            }
-          }
-          if (u === 0x22 || u === 0x5c) eD += 2;
-          else if (u === 0x08 || u === 0x09 || u === 0x0a || u === 0x0c || u === 0x0d) {
-            eD++;
-            eP++;
-          } else if (u < 0x20) {
-            eD++;
-            eP += 5;
-          } else if (u < 0x80) {
-            if (PLAIN_TABLE[u] === 1) eP++;
-            else eD++;
-          } else {
-            eN++;
-            eH += u < 0x800 ? 2 : 3;
-          }
-        } else {
-          this.i = i;
-          this.fail("invalid escape");
-        }
-      } else {
-        this.i = i;
-        this.fail(c === undefined ? "unterminated string" : "control character in string");
-      }
-    }
-    const rawAscii = i - start - high - escRaw;
-    this.i = i + 1;
-    this.plain += plain + eP;
-    this.dense += 2 + (rawAscii - plain) + eD;
-    this.nonAscii += lead + eN;
-    this.high += high + eH;
-    return escRaw > 0;
-  }
-
-  private hex4(at: number): number {
-    const b = this.b;
-    const a = hexVal(b[at] ?? 0x100);
-    const c = hexVal(b[at + 1] ?? 0x100);
-    const d = hexVal(b[at + 2] ?? 0x100);
-    const e = hexVal(b[at + 3] ?? 0x100);
-    if ((a | c | d | e) < 0) {
-      this.i = at;
-      this.fail("invalid \\u escape");
-    }
-    return (a << 12) | (c << 8) | (d << 4) | e;
-  }
-
-  /** A literal spelled out in `word` (ASCII), counted as plain (NaN, Infinity, true, …). */
-  private literal(word: string): void {
-    const b = this.b;
-    for (let k = 0; k < word.length; k++)
-      if (b[this.i + k] !== word.charCodeAt(k)) this.fail("unexpected token");
-    this.i += word.length;
-    this.plain += word.length;
-  }
-
-  private number(): void {
-    const b = this.b;
-    const start = this.i;
-    let i = start;
-    let float = false;
-    if (b[i] === 0x2d) {
-      i++;
-      if (b[i] === 0x49) {
-        // -Infinity
-        this.i = i;
-        this.literal("Infinity");
-        this.dense++;
-        return;
-      }
-    }
-    const intStart = i;
-    if (b[i] === 0x30) i++;
-    else if (b[i]! >= 0x31 && b[i]! <= 0x39) while (b[i]! >= 0x30 && b[i]! <= 0x39) i++;
-    else {
-      this.i = i;
-      this.fail("unexpected token");
-    }
-    const intDigits = i - intStart;
-    if (b[i] === 0x2e) {
-      float = true;
-      i++;
-      if (!(b[i]! >= 0x30 && b[i]! <= 0x39)) {
-        this.i = i;
-        this.fail("invalid number");
-      }
-      while (b[i]! >= 0x30 && b[i]! <= 0x39) i++;
-    }
-    if (b[i] === 0x65 || b[i] === 0x45) {
-      float = true;
-      i++;
-      if (b[i] === 0x2b || b[i] === 0x2d) i++;
-      if (!(b[i]! >= 0x30 && b[i]! <= 0x39)) {
-        this.i = i;
-        this.fail("invalid number");
-      }
-      while (b[i]! >= 0x30 && b[i]! <= 0x39) i++;
-    }
-    this.i = i;
-    if (!float) {
-      if (intDigits > MAX_INT_DIGITS) this.fail("integer too long");
-      // An int prints as written, except -0 (Python's int is 0).
-      const neg = intStart > start;
-      if (neg && intDigits === 1 && b[intStart] === 0x30) this.plain++;
-      else {
-        this.plain += intDigits;
-        if (neg) this.dense++;
-      }
-      return;
-    }
-    // A float prints as Python's repr (json: NaN/Infinity for the non-finite).
-    const repr = pyFloatRepr(Number(b.toString("latin1", start, i)));
-    for (let k = 0; k < repr.length; k++) {
-      if (isPlainChar(repr.charCodeAt(k))) this.plain++;
-      else this.dense++;
-    }
-  }
-
-  value(): void {
-    const b = this.b;
-    const c = b[this.i];
-    switch (c) {
+  /** A value; `ctx` is what it is in a chat request when it has the expected shape. */
+  value(ctx: number): void {
+    switch (this.b[this.i]) {
       case 0x22:
         this.string();
         return;
       case 0x7b:
-        this.object();
+        this.object(ctx >= MESSAGE ? ctx : NONE);
         return;
       case 0x5b:
-        this.array();
+        this.array(ctx >= MESSAGES && ctx <= TOOLS ? ctx : NONE);
         return;
       case 0x74:
         this.literal("true");
@@ -308,9 +121,10 @@ class Scanner {
   }
 
   /** An array; returns its element count. */
-  array(): number {
+  array(ctx: number): number {
     if (++this.depth > MAX_DEPTH) this.fail("nested too deeply");
     const b = this.b;
+    const element = ELEMENT[ctx]!;
     this.i++;
     this.dense += 2;
     this.ws();
@@ -322,7 +136,7 @@ class Scanner {
     }
     for (;;) {
       this.ws();
-      this.value();
+      this.value(element);
       n++;
       this.ws();
       const c = b[this.i++];
@@ -337,77 +151,191 @@ class Scanner {
     return n;
   }
 
-  object(): void {
+  /**
+   * An object. A repeated key keeps one member, the last (Python's dict): the earlier member's
+   * count and one comma are taken back, and its record stands for the new one.
+   */
+  object(ctx: number): void {
     if (++this.depth > MAX_DEPTH) this.fail("nested too deeply");
     const b = this.b;
-    const base = this.keyStart.length;
+    const base = this.top;
+    let keys: Map<string, number> | null = null;
+    if (ctx === PART || ctx === TOOL) {
+      this.partType = undefined;
+      this.partInline = false;
+    }
     this.i++;
     this.dense += 2;
     this.ws();
-    if (b[this.i] === 0x7d) {
-      this.i++;
-      this.depth--;
-      return;
-    }
-    for (;;) {
-      this.ws();
-      if (b[this.i] !== 0x22) this.fail("expected a key");
-      const ks = this.i;
-      const escaped = this.string();
-      const ke = this.i;
-      if (this.exact) this.noteKey(base, ks, ke, escaped);
-      this.ws();
-      if (b[this.i] !== 0x3a) this.fail("expected ':'");
-      this.i++;
-      this.dense++;
-      this.ws();
-      this.value();
-      this.ws();
-      const c = b[this.i++];
-      if (c === 0x7d) break;
-      if (c !== 0x2c) {
-        this.i--;
-        this.fail("expected ',' or '}'");
+    if (b[this.i] === 0x7d) this.i++;
+    else
+      for (;;) {
+        this.ws();
+        if (b[this.i] !== 0x22) this.fail("expected a key");
+        const ks = this.i;
+        const p0 = this.plain;
+        const d0 = this.dense;
+        const n0 = this.nonAscii;
+        const h0 = this.high;
+        const escaped = this.string();
+        const ke = this.i;
+        let at = -1;
+        if (keys === null && (escaped || this.top - base >= SMALL_OBJECT)) keys = this.keyMap(base);
+        if (keys === null) at = this.findKey(base, ks, ke);
+        else {
+          const name = this.keyText(ks, ke, escaped);
+          at = keys.get(name) ?? -1;
+          if (at < 0) keys.set(name, this.top);
+        }
+        this.ws();
+        if (b[this.i] !== 0x3a) this.fail("expected ':'");
+        this.i++;
+        this.dense++;
+        this.ws();
+        const vs = this.i;
+        const child = ctx === NONE ? NONE : this.memberOf(ctx, ks, ke, escaped);
+        this.value(child);
+        if (child < 0) this.note(child, vs);
+        this.record(at, ks, ke, escaped, p0, d0, n0, h0);
+        this.ws();
+        const c = b[this.i++];
+        if (c === 0x7d) break;
+        if (c !== 0x2c) {
+          this.i--;
+          this.fail("expected ',' or '}'");
+        }
+        this.dense++;
       }
-      this.dense++;
-    }
-    this.keyStart.length = base;
-    this.keyEnd.length = base;
+    this.top = base;
     this.depth--;
+    if (ctx === PART || ctx === TOOL) this.checkTyped(ctx);
   }
 
-  /**
-   * Remember a key of the object whose keys start at `base`; a repeat makes the count inexact. Keys
-   * spelled with escapes are not compared byte for byte: a second key beside one is inexact too.
-   */
-  private noteKey(base: number, ks: number, ke: number, escaped: boolean): void {
-    if (escaped && this.keyStart.length > base) {
-      this.exact = false;
-      return;
+  /** Book a member's contribution; on a repeat (`at` ≥ 0) take the earlier one back first. */
+  private record(
+    at: number,
+    ks: number,
+    ke: number,
+    escaped: boolean,
+    p0: number,
+    d0: number,
+    n0: number,
+    h0: number,
+  ): void {
+    const dp = this.plain - p0;
+    const dd = this.dense - d0;
+    const dn = this.nonAscii - n0;
+    const dh = this.high - h0;
+    if (at >= 0) {
+      this.plain -= this.kPlain[at]!;
+      this.dense -= this.kDense[at]! + 1; // and one comma fewer
+      this.nonAscii -= this.kNonAscii[at]!;
+      this.high -= this.kHigh[at]!;
+    } else {
+      at = this.top++;
+      this.kStart[at] = ks;
+      this.kEnd[at] = ke;
+      this.kEsc[at] = escaped;
     }
+    this.kPlain[at] = dp;
+    this.kDense[at] = dd;
+    this.kNonAscii[at] = dn;
+    this.kHigh[at] = dh;
+  }
+
+  /** The index of an earlier member of this object with the same key bytes (no escapes), or -1. */
+  private findKey(base: number, ks: number, ke: number): number {
     const b = this.b;
     const len = ke - ks;
-    for (let k = base; k < this.keyStart.length; k++) {
-      const s = this.keyStart[k]!;
-      const e = this.keyEnd[k]!;
-      if (e < 0) {
-        this.exact = false;
-        return;
-      }
-      if (e - s !== len) continue;
-      let same = true;
-      for (let j = 0; j < len; j++)
-        if (b[s + j] !== b[ks + j]) {
-          same = false;
-          break;
-        }
-      if (same) {
-        this.exact = false;
-        return;
+    for (let k = base; k < this.top; k++) {
+      const s = this.kStart[k]!;
+      if (this.kEnd[k]! - s !== len) continue;
+      let j = 1;
+      while (j < len - 1 && b[s + j] === b[ks + j]) j++;
+      if (j === len - 1) return k;
+    }
+    return -1;
+  }
+
+  /** A key as Python holds it (escapes decoded). */
+  private keyText(ks: number, ke: number, escaped: boolean): string {
+    return escaped
+      ? (JSON.parse(this.b.toString("utf8", ks, ke)) as string)
+      : this.b.toString("utf8", ks + 1, ke - 1);
+  }
+
+  /** This object's keys so far, by decoded text. */
+  private keyMap(base: number): Map<string, number> {
+    const m = new Map<string, number>();
+    for (let k = base; k < this.top; k++)
+      m.set(this.keyText(this.kStart[k]!, this.kEnd[k]!, this.kEsc[k]!), k);
+    return m;
+  }
+
+  /** The context of a member's value inside an object of context `ctx` (or what to note of it). */
+  private memberOf(ctx: number, ks: number, ke: number, escaped: boolean): number {
+    if (ctx === MESSAGE) return this.keyIs(ks, ke, escaped, "content") ? CONTENT : NONE;
+    if (ctx === PART) {
+      if (this.keyIs(ks, ke, escaped, "type")) return NOTE_TYPE;
+      if (!this.keyIs(ks, ke, escaped, "image_url")) return NONE;
+      this.partInline = false;
+      return this.b[this.i] === 0x22 ? NOTE_URL : IMAGE;
+    }
+    if (ctx === IMAGE) return this.keyIs(ks, ke, escaped, "url") ? NOTE_URL : NONE;
+    return this.keyIs(ks, ke, escaped, "type") ? NOTE_TYPE : NONE; // TOOL
+  }
+
+  /** Whether the key at [ks, ke) is `name` (ASCII), comparing bytes unless it has escapes. */
+  private keyIs(ks: number, ke: number, escaped: boolean, name: string): boolean {
+    if (escaped) return ke - ks <= 2 + 6 * name.length && this.keyText(ks, ke, true) === name;
+    if (ke - ks !== name.length + 2) return false;
+    const b = this.b;
+    for (let k = 0; k < name.length; k++) if (b[ks + 1 + k] !== name.charCodeAt(k)) return false;
+    return true;
+  }
+
+  /** Note a part's or tool's type, or whether an image's URL is inline (the last one counts). */
+  private note(what: number, vs: number): void {
+    const b = this.b;
+    if (what === NOTE_TYPE) {
+      const raw = b.toString("utf8", vs, Math.min(this.i, vs + 200));
+      this.partType = b[vs] === 0x22 && this.i - vs <= 200 ? (JSON.parse(raw) as string) : raw;
+    } else this.partInline = b[vs] === 0x22 && this.urlHead(vs + 1) === "data:";
+  }
+
+  /** The first five characters of the (already validated) string whose content starts at `at`. */
+  private urlHead(at: number): string {
+    const b = this.b;
+    let out = "";
+    while (out.length < 5 && b[at] !== 0x22) {
+      if (b[at] !== 0x5c) out += String.fromCharCode(b[at++]!);
+      else if (b[at + 1] === 0x75) {
+        out += String.fromCharCode(Number.parseInt(b.toString("latin1", at + 2, at + 6), 16));
+        at += 6;
+      } else {
+        out += b[at + 1] === 0x2f ? "/" : "\\"; // no other escape can be part of "data:"
+        at += 2;
       }
     }
-    this.keyStart.push(ks);
-    this.keyEnd.push(escaped ? -1 : ke);
+    return out;
+  }
+
+  /** A content part must be text or an inline image; a tool must be a function. */
+  private checkTyped(ctx: number): void {
+    const t = this.partType;
+    if (ctx === TOOL) {
+      if (t !== undefined && t !== "function")
+        this.fail(`a tool of type ${JSON.stringify(t)} (only functions are forwarded)`);
+      return;
+    }
+    if (t === "text" || t === "refusal") return;
+    if (t === "image_url" && this.partInline) {
+      this.images++;
+      return;
+    }
+    this.fail(
+      `a content part ${t === undefined ? "without a type" : `of type ${JSON.stringify(t)}`}${t === "image_url" ? " whose URL is not a data: URL" : ""} (forwarded: text, and images given inline as data: URLs)`,
+    );
   }
 
   take(): CharClasses {
@@ -431,55 +359,100 @@ function keyOf(b: Buffer, start: number, end: number): string {
   return raw.indexOf("\\") < 0 ? raw : (JSON.parse(`"${raw}"`) as string);
 }
 
-/**
- * Scan a request body. `billed(key)` says which top-level members are counted. Throws ScanError
- * for anything Python's json.loads refuses, and for a top level that is not an object.
- */
-export function scanBody(b: Buffer, billed: (key: string) => boolean): Scan {
-  if (!isUtf8(b)) throw new ScanError("the body is not UTF-8");
-  const sc = new Scanner(b);
-  const members: Member[] = [];
+interface Scanned extends Member {
+  classes: CharClasses;
+  elements: number;
+}
+
+/** The top-level members as written, each with its count. */
+function scanMembers(sc: Scanner, billed: (key: string) => boolean): Scanned[] {
+  const b = sc.b;
+  const out: Scanned[] = [];
   sc.ws();
   if (b[sc.i] !== 0x7b) sc.fail("the body is not a JSON object");
   sc.i++;
   sc.depth = 1;
   sc.ws();
-  if (b[sc.i] === 0x7d) sc.i++;
-  else {
-    for (;;) {
-      sc.ws();
-      if (b[sc.i] !== 0x22) sc.fail("expected a key");
-      const start = sc.i;
-      sc.string();
-      const key = keyOf(b, start, sc.i);
-      sc.ws();
-      if (b[sc.i] !== 0x3a) sc.fail("expected ':'");
-      sc.i++;
-      sc.ws();
-      const valueStart = sc.i;
-      let elements = -1;
-      if (b[valueStart] === 0x5b) elements = sc.array();
-      else sc.value();
-      const end = sc.i;
-      const counted = sc.take();
-      let classes = zeroClasses();
-      if (billed(key)) {
-        // The key as Python prints it (a decoded key can differ from its spelling), ':' and the value.
-        classes = counted;
-        classes.dense++;
-        classes.bytes++;
-      }
-      members.push({ key, start, end, valueStart, classes, elements });
-      sc.ws();
-      const c = b[sc.i++];
-      if (c === 0x7d) break;
-      if (c !== 0x2c) {
-        sc.i--;
-        sc.fail("expected ',' or '}'");
-      }
+  if (b[sc.i] === 0x7d) {
+    sc.i++;
+    return out;
+  }
+  for (;;) {
+    if (out.length >= MAX_MEMBERS) sc.fail(`more than ${MAX_MEMBERS} top-level members`);
+    sc.ws();
+    if (b[sc.i] !== 0x22) sc.fail("expected a key");
+    const start = sc.i;
+    sc.string();
+    const key = keyOf(b, start, sc.i);
+    sc.ws();
+    if (b[sc.i] !== 0x3a) sc.fail("expected ':'");
+    sc.i++;
+    sc.ws();
+    const valueStart = sc.i;
+    const ctx = key === "messages" ? MESSAGES : key === "tools" ? TOOLS : NONE;
+    let elements = -1;
+    if (b[valueStart] === 0x5b) elements = sc.array(ctx);
+    else sc.value(NONE);
+    const counted = sc.take();
+    let classes = zeroClasses();
+    if (billed(key)) {
+      // The key as Python prints it (a decoded key can differ from its spelling), ':' and the value.
+      classes = counted;
+      classes.dense++;
+      classes.bytes++;
+    }
+    out.push({ key, start, end: sc.i, valueStart, classes, elements });
+    sc.ws();
+    const c = b[sc.i++];
+    if (c === 0x7d) return out;
+    if (c !== 0x2c) {
+      sc.i--;
+      sc.fail("expected ',' or '}'");
     }
   }
+}
+
+/**
+ * Scan a request body. `billed(key)` says which top-level members the estimate counts. Throws
+ * ScanError for anything Python's json.loads refuses, a top level that is not an object, more than
+ * MAX_MEMBERS top-level members, and a content part or tool the meter does not forward.
+ */
+export function scanRequest(b: Buffer, billed: (key: string) => boolean): RequestScan {
+  if (!isUtf8(b)) throw new ScanError("the body is not UTF-8");
+  const sc = new Scanner(b);
+  const scanned = scanMembers(sc, billed);
   sc.ws();
   if (sc.i !== b.length) sc.fail("extra data");
-  return { members, exact: sc.exact };
+  // A repeated top-level key: the last value counts (as in a Python dict), in the first one's place.
+  const last = new Map<string, Scanned>();
+  for (const m of scanned) last.set(m.key, m);
+  const classes = zeroClasses();
+  classes.dense += 2; // { }
+  classes.bytes += 2;
+  let billedCount = 0;
+  const members: Member[] = [];
+  for (const m of last.values()) {
+    members.push({
+      key: m.key.length <= MAX_KEY_CHARS ? m.key : "",
+      start: m.start,
+      end: m.end,
+      valueStart: m.valueStart,
+    });
+    if (!billed(m.key)) continue;
+    if (billedCount++ > 0) {
+      classes.dense++; // ,
+      classes.bytes++;
+    }
+    classes.plain += m.classes.plain;
+    classes.dense += m.classes.dense;
+    classes.nonAscii += m.classes.nonAscii;
+    classes.bytes += m.classes.bytes;
+  }
+  return {
+    members,
+    classes,
+    messages: last.get("messages")?.elements ?? -1,
+    toolsBytes: last.get("tools")?.classes.bytes ?? 0,
+    images: sc.images,
+  };
 }

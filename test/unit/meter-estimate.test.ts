@@ -73,7 +73,7 @@ describe("prompt estimate: upstream's formula", () => {
     expect(t("😀".repeat(300))).toBe(t("日".repeat(300)));
   });
 
-  it("property: the one-pass scan counts what Python's json.dumps prints, from any client's spelling", () => {
+  it("property: the one-pass scan counts what Python's json.dumps prints, from any client's spelling, repeated keys too", () => {
     // Values spelled as a client might: escapes for any character, spaces, numbers in odd forms.
     const char = fc.oneof(
       fc.constantFrom(
@@ -107,7 +107,8 @@ describe("prompt estimate: upstream's formula", () => {
       // A lone surrogate cannot be raw UTF-8: it is always escaped above.
       return { raw: `${raw}"`, text };
     });
-    const num = fc.constantFrom(
+    // Numbers in every spelling a client may use: Python prints each float as its repr.
+    const literal = fc.constantFrom(
       "0",
       "-0",
       "12",
@@ -117,12 +118,48 @@ describe("prompt estimate: upstream's formula", () => {
       "1e5",
       "1E-7",
       "-0.0",
+      "0e-999",
       "2.5e+3",
       "12345678901234567890",
+      "0.10000000000000000001",
+      "123456789012345.6",
       "1e400",
+      "-1e-400",
+      "4.9e-324",
+      "1e-320",
+      "2.2250738585072014e-308",
+      "1.7976931348623157e308",
+      "9007199254740993.0",
+      "1e16",
+      "1e-5",
+      "0.0001",
+      "100000000000000000000000.0",
       "NaN",
       "-Infinity",
     );
+    const spelled = fc
+      .tuple(
+        fc.oneof(
+          fc.double({ noNaN: true, noDefaultInfinity: true }),
+          fc.integer().map((k) => k / 1000),
+        ),
+        fc.integer({ min: 0, max: 5 }),
+        fc.integer({ min: 1, max: 21 }),
+      )
+      .map(([x, form, p]) => {
+        if (Object.is(x, -0) || x === 0) return form % 2 ? "-0.0" : "0.0";
+        const s = [
+          String(x),
+          x.toExponential(),
+          x.toPrecision(p),
+          x.toExponential(Math.min(p, 20)).replace("e", "E"),
+          x.toPrecision(p).replace(/e\+?/, "e00"),
+          String(x).includes(".") || String(x).includes("e") ? `${x}0` : `${x}.0`,
+        ][form]!;
+        return s.includes(".") || s.includes("e") || s.includes("E") ? s : `${s}.0`;
+      })
+      .filter((s) => /^-?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?$/.test(s));
+    const num = fc.oneof(literal, spelled);
     const ws = fc.constantFrom("", " ", "\n  ", "\t");
     const value: fc.Arbitrary<string> = fc.letrec<{ v: string }>((tie) => ({
       v: fc.oneof(
@@ -133,14 +170,20 @@ describe("prompt estimate: upstream's formula", () => {
         fc
           .tuple(fc.array(tie("v"), { maxLength: 4 }), ws)
           .map(([xs, w]) => `[${w}${xs.join(`${w},${w}`)}${w}]`),
+        // Keys may repeat (a Python dict keeps the last value), spelled alike or not.
         fc
-          .tuple(fc.uniqueArray(fc.tuple(str, tie("v")), { maxLength: 4, selector: ([k]) => k.text }), ws)
+          .tuple(
+            fc.array(fc.tuple(fc.oneof(str, fc.constant({ raw: '"k"', text: "k" })), tie("v")), {
+              maxLength: 4,
+            }),
+            ws,
+          )
           .map(([kv, w]) => `{${w}${kv.map(([k, v]) => `${k.raw}${w}:${w}${v}`).join(`,${w}`)}${w}}`),
       ),
     })).v;
     // Knobs the meter interprets (stream, max_tokens) can make a request invalid: left out here.
     const knobs = [...UNBILLED_KEYS].filter(
-      (k) => !["stream", "max_tokens", "max_completion_tokens"].includes(k),
+      (k) => !["stream", "max_tokens", "max_completion_tokens", "n"].includes(k),
     );
     const key = fc.oneof(
       fc.constantFrom(...knobs, "messages", "tools"),
