@@ -6,7 +6,7 @@
  * check that could run agrees. A log archive of the platform that carries evidence is read too.
  */
 import type { Command } from "commander";
-import { InputError } from "../errors.js";
+import { InfraError, InputError } from "../errors.js";
 import type { Regrader, VerifyReport } from "../evidence/index.js";
 import { numberFlag } from "./flags.js";
 import { humanOutput, out } from "./io.js";
@@ -21,66 +21,78 @@ interface VerifyFlags {
   dir?: string;
 }
 
-/** The Docker side, opened on the first re-grade (a checks-only run needs no engine). */
-function lazyRegrader(
-  flags: VerifyFlags,
+interface OpenedRegrader {
+  regrader: Regrader;
+  close(): Promise<void>;
+}
+
+/** The re-grade's Docker side: a sandbox for graders only, this checkout's scenarios and images. */
+async function openDockerRegrader(
+  dir: string | undefined,
   network: "none" | "bridge" | undefined,
-): Regrader & { close(): Promise<void> } {
-  let opened: Promise<{ regrader: Regrader; close(): Promise<void> }> | undefined;
-  const open = async () => {
-    const [{ loadConfig }, { createLogger }, sandboxMod, benchMod, scen, ev, { REPO_ROOT }, pino] =
-      await Promise.all([
-        import("../config.js"),
-        import("../log.js"),
-        import("../sandbox/index.js"),
-        import("../bench/index.js"),
-        import("../scenarios/index.js"),
-        import("../evidence/index.js"),
-        import("../repo.js"),
-        import("pino"),
-      ]);
-    const config = loadConfig();
-    const log = createLogger({
-      level: config.logLevel === "info" ? "warn" : config.logLevel,
-      destination: pino.default.destination(2),
-    });
-    // Graders only: no episode networks, so no host firewall (nor root) is needed.
-    const sandbox = await sandboxMod.Sandbox.open({
-      socketPath: config.evaluation.dockerSocket,
-      firewall: "off",
-      reapIntervalMs: 0,
-      log,
-    });
-    const catalogue = await scen
-      .loadCatalogue(flags.dir ?? config.evaluation.scenariosDir)
-      .catch(() => undefined);
-    const images = new benchMod.ProjectImages(sandbox.docker, {
+): Promise<OpenedRegrader> {
+  const [{ loadConfig }, { createLogger }, sandboxMod, benchMod, scen, ev, { REPO_ROOT }, pino] =
+    await Promise.all([
+      import("../config.js"),
+      import("../log.js"),
+      import("../sandbox/index.js"),
+      import("../bench/index.js"),
+      import("../scenarios/index.js"),
+      import("../evidence/index.js"),
+      import("../repo.js"),
+      import("pino"),
+    ]);
+  const config = loadConfig();
+  const log = createLogger({
+    // The engine's own warnings (e.g. its DNS advisory) are about episodes, not graders.
+    level: config.logLevel === "info" ? "error" : config.logLevel,
+    destination: pino.default.destination(2),
+  });
+  // Graders only: no episode networks, so no host firewall (nor root) is needed.
+  const sandbox = await sandboxMod.Sandbox.open({
+    socketPath: config.evaluation.dockerSocket,
+    firewall: "off",
+    reapIntervalMs: 0,
+    log,
+  }).catch((err: Error) => {
+    throw new InfraError(
+      "docker_unavailable",
+      `re-grading needs a Docker engine (${err.message}); --no-regrade checks the evidence without one`,
+      { retryable: false },
+    );
+  });
+  const catalogue = await scen.loadCatalogue(dir ?? config.evaluation.scenariosDir).catch(() => undefined);
+  const regrader = new ev.DockerRegrader({
+    sandbox,
+    images: new benchMod.ProjectImages(sandbox.docker, {
       repoRoot: REPO_ROOT,
       ...(config.evaluation.agentImage ? { agentImage: config.evaluation.agentImage } : {}),
       log,
-    });
-    const regrader = new ev.DockerRegrader({
-      sandbox,
-      images,
-      catalogue,
-      network,
-      credentials: {
-        username: config.evaluation.registryUsername,
-        password: config.evaluation.registryPassword,
-      },
-      log,
-    });
-    return { regrader, close: () => sandbox.close() };
-  };
-  return {
-    regrade: async (...args) => {
-      opened ??= open();
-      return (await opened).regrader.regrade(...args);
+    }),
+    catalogue,
+    network,
+    credentials: {
+      username: config.evaluation.registryUsername,
+      password: config.evaluation.registryPassword,
     },
-    close: async () => {
-      if (opened) await (await opened).close();
-    },
-  };
+    log,
+  });
+  return { regrader, close: () => sandbox.close() };
+}
+
+/** Opened on the first re-grade: a checks-only run (or evidence with nothing graded) needs no engine. */
+class LazyRegrader implements Regrader {
+  private opened: Promise<OpenedRegrader> | undefined;
+  constructor(private readonly open: () => Promise<OpenedRegrader>) {}
+
+  async regrade(...args: Parameters<Regrader["regrade"]>): ReturnType<Regrader["regrade"]> {
+    this.opened ??= this.open();
+    return (await this.opened).regrader.regrade(...args);
+  }
+
+  async close(): Promise<void> {
+    if (this.opened) await (await this.opened).close();
+  }
 }
 
 function parseNetwork(v: string | undefined): "none" | "bridge" | undefined {
@@ -113,7 +125,8 @@ export function registerVerify(program: Command): void {
       const repeat = numberFlag("repeat", flags.repeat, 1, 10, true) ?? 1;
       const network = parseNetwork(flags.network);
       const human = humanOutput(flags);
-      const regrader = flags.regrade === false ? undefined : lazyRegrader(flags, network);
+      const regrader =
+        flags.regrade === false ? undefined : new LazyRegrader(() => openDockerRegrader(flags.dir, network));
       const reports: VerifyReport[] = [];
       try {
         for (const file of files) {

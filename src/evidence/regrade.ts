@@ -153,7 +153,7 @@ export class DockerRegrader implements Regrader {
     return { image, tests: { files }, notes: [] };
   }
 
-  /** An image by id when present, else pulled by its registry digest. */
+  /** An image by id when present, else by its registry digest: present under it, or pulled. */
   private async registryImage(
     id: string,
     digestRef: string | null,
@@ -166,6 +166,8 @@ export class DockerRegrader implements Regrader {
       throw new NotReproducible(
         `${what} (${id.slice(0, 19)}) is not on this host and has no registry digest to pull`,
       );
+    const present = await imageIdOf(docker, digestRef);
+    if (present) return present;
     const auth = await registryAuthFor(digestRef, this.d.credentials ?? {});
     try {
       const pulled = await pullImage(docker, digestRef, {
