@@ -17,6 +17,7 @@ import { registerPolicy } from "./cli/policy.js";
 import { registerRun } from "./cli/run.js";
 import { registerScenarios } from "./cli/scenarios.js";
 import { registerStatus } from "./cli/status.js";
+import { registerVerify } from "./cli/verify.js";
 import { isAbortError, ValidatorError } from "./errors.js";
 import { VERSION } from "./version.js";
 
@@ -41,6 +42,7 @@ export function buildProgram(): Command {
   registerCheck(program);
   registerLocalnet(program);
   registerEngines(program);
+  registerVerify(program);
   return program;
 }
 

@@ -75,6 +75,9 @@ export const ERROR_CODES = [
   "invalid_fault_header",
   "invalid_latency_scale",
   "invalid_sim_profile",
+  // evidence/
+  "evidence_invalid",
+  "evidence_unreadable",
   // episode/
   "agent_crashed",
   "agent_disk_limit",

@@ -7,11 +7,17 @@
  * `--json` prints the results alone on stdout; lines for people then go to stderr (see io.ts).
  */
 import { mkdirSync, readFileSync } from "node:fs";
-import { writeFile } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
 import type { Command } from "commander";
 import { InputError } from "../errors.js";
-import { humanOutput, out } from "./io.js";
+import {
+  benchProgressPrinter,
+  type EvalResult,
+  finishEval,
+  reportPathOf,
+  writeEvalEvidence,
+} from "./eval-output.js";
+import { humanOutput } from "./io.js";
 
 interface EvalFlags {
   scenarios?: string;
@@ -80,16 +86,10 @@ export function registerEval(program: Command): void {
       const { loadConfig } = await import("../config.js");
       const { createLogger } = await import("../log.js");
       const { openEnvironment } = await import("../environment/index.js");
-      const {
-        evaluatePack,
-        resolveRequest,
-        toScoreVerdict,
-        ProgressView,
-        verdictTable,
-        leaderboard,
-        renderReport,
-        SHUTDOWN,
-      } = await import("../evaluation/index.js");
+      const { evaluatePack, resolveRequest, ProgressView, verdictTable, SHUTDOWN } = await import(
+        "../evaluation/index.js"
+      );
+      const { evalSigner } = await import("../evidence/index.js");
       const { loadPack } = await import("../pack/index.js");
       const { specLabel } = await import("../scenarios/index.js");
       const pino = (await import("pino")).default;
@@ -169,7 +169,7 @@ export function registerEval(program: Command): void {
       const human = humanOutput(flags);
       const say = human.line;
       const view = new ProgressView(human.stream);
-      const results: Array<{ label: string; result: Awaited<ReturnType<typeof evaluatePack>> }> = [];
+      const results: EvalResult[] = [];
       try {
         const selection = {
           ...(spec !== undefined ? { specNumber: spec } : {}),
@@ -193,21 +193,17 @@ export function registerEval(program: Command): void {
           );
         say(`logs: ${logFile}`);
         // Images are built or pulled as each pack's evaluation starts (cached after the first).
-        const seen = new Set<string>();
-        const onBenchProgress = (p: {
-          image: string;
-          ref: string;
-          phase: string;
-          ms?: number;
-          note?: string;
-        }) => {
-          if (p.phase === "pulling" || seen.has(`${p.image}:${p.phase}`)) return;
-          seen.add(`${p.image}:${p.phase}`);
-          if (p.phase === "ready")
-            say(`  ${env.bench.kind === "registry" ? "pulled" : "built"} image ${p.image} (${p.ref})`);
-          if (p.phase === "fallback")
-            say(`  WARNING: pulling ${p.ref} failed (${p.note}); using the cached image`);
-        };
+        const onBenchProgress = benchProgressPrinter(say, env.bench.kind === "registry");
+        // Every verdict's evidence is signed: the wallet's hotkey when readable, else this machine's local key.
+        const signer = await evalSigner(
+          {
+            walletPath: config.chain.walletPath,
+            walletName: config.chain.walletName,
+            walletHotkey: config.chain.walletHotkey,
+          },
+          config.dataDir,
+          log,
+        );
         const scenarios = resolved.names.map((name) => ({ name }));
 
         for (const input of inputs) {
@@ -228,7 +224,13 @@ export function registerEval(program: Command): void {
             onBenchProgress,
           });
           view.stop();
-          results.push({ label: input.label, result });
+          const evidence = await writeEvalEvidence(env, result, {
+            signer,
+            dir: outDir ?? config.dataDir,
+            log,
+            say,
+          });
+          results.push({ label: input.label, result, ...(evidence ? { evidence } : {}) });
           if (result.kind === "verdict" && !flags.json) {
             const v = result.verdict;
             say(
@@ -249,39 +251,11 @@ export function registerEval(program: Command): void {
         process.off("SIGTERM", onSignal);
       }
 
-      const verdicts = results.flatMap((r) =>
-        r.result.kind === "verdict" ? [{ label: r.label, verdict: r.result.verdict }] : [],
-      );
-      if (flags.json) {
-        out(
-          JSON.stringify(
-            // Each verdict with the body a validator posts for it (upstream's score payload).
-            results.map((r) => ({
-              label: r.label,
-              ...r.result,
-              ...(r.result.kind === "verdict" ? { payload: toScoreVerdict(r.result.verdict) } : {}),
-            })),
-            null,
-            2,
-          ),
-        );
-      } else if (verdicts.filter((v) => !v.verdict.rejected).length > 1) {
-        say(`\nleaderboard\n${leaderboard(verdicts.filter((v) => !v.verdict.rejected))}`);
-      }
-      const scored = verdicts.filter((v) => !v.verdict.rejected);
-      if (scored.length > 0) {
-        const reportPath = outDir
-          ? join(outDir, "report.html")
-          : join(config.dataDir, "reports", `eval-${stamp}.html`);
-        mkdirSync(resolve(reportPath, ".."), { recursive: true });
-        await writeFile(
-          reportPath,
-          renderReport(scored, { title: `Evaluation of ${scored.map((v) => v.label).join(", ")}` }),
-        );
-        say(`report: ${reportPath}`);
-      }
-      if (ac.signal.aborted) process.exitCode = 130;
-      else if (results.some((r) => r.result.kind !== "verdict" || r.result.verdict.rejected))
-        process.exitCode = 1;
+      await finishEval(results, {
+        json: Boolean(flags.json),
+        aborted: ac.signal.aborted,
+        say,
+        reportPath: reportPathOf(outDir, config.dataDir, stamp),
+      });
     });
 }

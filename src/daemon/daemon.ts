@@ -46,6 +46,7 @@ import { deliverTick, heartbeatTick } from "./platform-ticks.js";
 import { maxScoreOf, specFor } from "./specs.js";
 import { assertSubnetRules, benchFor } from "./subnet-rules.js";
 import { type DaemonTiming, DEFAULT_TIMING, UPSTREAM_OWNER_UID, waitFor } from "./timing.js";
+import { evidenceEntry, recordVerdictEvidence } from "./verdict-evidence.js";
 import { WeightSetter } from "./weights-loop.js";
 import { WinnerRefresher } from "./winner-loop.js";
 
@@ -419,11 +420,16 @@ export class Daemon {
     return new Loop(spec, this.live, this.opts.log);
   }
 
-  /** Archive the evaluation's artifacts and log lines, record it, upload it; in the background. */
+  /** The verdict's evidence, then its log archive (the evidence in it), recorded and uploaded; in the background. */
   private archiveInBackground(f: FinishedEvaluation): void {
     const uploader = this.uploader;
-    if (!uploader) return;
-    const run = () => archiveEvaluation(uploader, f, this.config.dataDir, this.backgroundCtrl.signal);
+    if (!uploader || !this.db || !this.hotkey) return;
+    const deps = { db: this.db, hotkey: this.hotkey, dataDir: this.config.dataDir, log: this.opts.log };
+    const run = async () => {
+      const evidence = await recordVerdictEvidence(deps, f);
+      const entry = evidence ? await evidenceEntry(evidence, this.log) : undefined;
+      await archiveEvaluation(uploader, f, this.config.dataDir, this.backgroundCtrl.signal, entry);
+    };
     this.track(
       run().catch((err: unknown) =>
         this.log.warn({ epoch: f.plan.epochId, err: toValidatorError(err).message }, "logs.archive_failed"),

@@ -168,11 +168,7 @@ export class EpochEvaluator {
 
     // A verdict produced by a process that died before queueing it is the verdict: never run twice.
     const stored = this.storedVerdict(plan);
-    if (stored) {
-      log.warn({ evaluation: stored.evaluationId }, "eval.stored_verdict_requeued");
-      this.queue(plan, d.pipeline.toScoreVerdict(stored), log);
-      return;
-    }
+    if (stored) return this.requeue(plan, stored, { blockHeight, startedAtMs, log });
 
     log.info(
       {
@@ -303,6 +299,26 @@ export class EpochEvaluator {
       harness_version: b.harnessVersion,
     } as Record<string, string>);
     if (facts !== null) this.d.marks.set(BENCH_MARK, this.d.now(), facts);
+  }
+
+  /** A verdict a process that died before queueing it produced: queued now, then archived with its evidence. */
+  private requeue(
+    plan: Extract<EpochPlan, { action: "evaluate" }>,
+    stored: Verdict,
+    at: { blockHeight: number; startedAtMs: number; log: Logger },
+  ): void {
+    at.log.warn({ evaluation: stored.evaluationId }, "eval.stored_verdict_requeued");
+    const verdict = this.d.pipeline.toScoreVerdict(stored);
+    this.queue(plan, verdict, at.log);
+    const { blockHeight, startedAtMs } = at;
+    this.d.onEvaluationFinished?.({
+      plan,
+      evaluationId: stored.evaluationId,
+      verdict,
+      blockHeight,
+      log: null,
+      startedAtMs,
+    });
   }
 
   /** A finished verdict for this epoch and pack that never reached the outbox (crash in between). */

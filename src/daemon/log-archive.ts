@@ -108,14 +108,19 @@ export interface BuiltArchive {
   files: number;
 }
 
-/** Build a .tar.gz of `entries` no larger than `maxBytes`, cutting the biggest files first. */
+/**
+ * Build a .tar.gz of `entries` no larger than `maxBytes`, cutting the biggest files first; the
+ * `pinned` entries go in whole (their size comes off the budget first).
+ */
 export async function buildArchive(
   entries: readonly ArchiveEntry[],
   maxBytes: number,
+  pinned: readonly ArchiveEntry[] = [],
 ): Promise<BuiltArchive> {
   // The uncompressed tar is kept under the limit, so the gzip (which can only grow incompressible
   // data by a few bytes per 32 KiB block) always fits; a second pass with a tighter budget covers it.
-  let budget = Math.floor(maxBytes * 0.99) - TAR_END - TAR_ENTRY_OVERHEAD * (entries.length + 1);
+  const whole = pinned.reduce((n, e) => n + e.data.length + TAR_ENTRY_OVERHEAD, 0);
+  let budget = Math.floor(maxBytes * 0.99) - whole - TAR_END - TAR_ENTRY_OVERHEAD * (entries.length + 1);
   for (let pass = 0; pass < 4; pass++) {
     const keep = planTruncation(
       entries.map((e) => e.data.length),
@@ -137,8 +142,8 @@ export async function buildArchive(
         .join("\n");
       parts.push({ name: "TRUNCATED.txt", data: Buffer.from(`${note}\n`) });
     }
-    const gz = gzipSync(await packTar(parts, { mtime: new Date() }));
-    if (gz.length <= maxBytes) return { gz, truncated, files: parts.length };
+    const gz = gzipSync(await packTar([...pinned, ...parts], { mtime: new Date() }));
+    if (gz.length <= maxBytes) return { gz, truncated, files: pinned.length + parts.length };
     budget = Math.floor(budget / 2);
   }
   return { gz: gzipSync(await packTar([], { mtime: new Date() })), truncated: {}, files: 0 };

@@ -8,6 +8,7 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
+import { ARTIFACT_FILES } from "../episode/index.js";
 import type { Logger } from "../log.js";
 import { MAX_LOG_ARCHIVE_BYTES, type PlatformClient } from "../platform/index.js";
 import type { LogUpload, LogUploadRepo } from "../store/index.js";
@@ -53,9 +54,11 @@ export class LogUploader {
     epochId: number;
     meta: EvalLogMeta;
     entries: ArchiveEntry[];
+    /** Entries kept whole (the evidence: a cut archive would not verify). */
+    pinned?: ArchiveEntry[];
   }): Promise<LogUpload> {
     const meta = metaSchema.parse(args.meta);
-    const built = await buildArchive(args.entries, this.d.maxBytes ?? MAX_LOG_ARCHIVE_BYTES);
+    const built = await buildArchive(args.entries, this.d.maxBytes ?? MAX_LOG_ARCHIVE_BYTES, args.pinned);
     await mkdir(this.d.dir, { recursive: true });
     const path = join(this.d.dir, `${args.evalId}.tar.gz`);
     const tmp = `${path}.${randomBytes(4).toString("hex")}.tmp`;
@@ -143,15 +146,17 @@ function dropUndefined(o: Record<string, string | number | undefined>): Record<s
 }
 
 /**
- * One evaluation's log archive: verdict.json, the daemon's lines written while it ran, and its
+ * One evaluation's log archive: verdict.json, the daemon's lines written while it ran, its
  * artifacts (DATA_DIR/runs/<evaluation>), each episode's policy.log and meter.json as upstream
- * uploads them; recorded, then uploaded.
+ * uploads them, and the verdict's evidence whole (the deliverables ride there, not twice);
+ * recorded, then uploaded.
  */
 export async function archiveEvaluation(
   uploader: LogUploader,
   f: FinishedEvaluation,
   dataDir: string,
   signal: AbortSignal,
+  evidence?: ArchiveEntry,
 ): Promise<void> {
   const entries: ArchiveEntry[] = [
     { name: "verdict.json", data: Buffer.from(`${JSON.stringify(f.verdict, null, 1)}\n`) },
@@ -162,7 +167,9 @@ export async function archiveEvaluation(
       join(dataDir, "runs", f.evaluationId),
       "artifacts",
     );
-    entries.push(...upstreamEpisodeFiles(files));
+    entries.push(
+      ...upstreamEpisodeFiles(files.filter((e) => !e.name.endsWith(`/${ARTIFACT_FILES.deliverable}`))),
+    );
     if (skipped.length) entries.push({ name: "SKIPPED.txt", data: Buffer.from(`${skipped.join("\n")}\n`) });
   }
   const u = await uploader.archive({
@@ -177,6 +184,7 @@ export async function archiveEvaluation(
       spec_number: f.verdict.spec_number,
     },
     entries,
+    ...(evidence ? { pinned: [evidence] } : {}),
   });
   await uploader.upload(u, signal);
 }

@@ -17,6 +17,10 @@ export const ARTIFACT_FILES = {
   ctrf: "ctrf.json",
   verifierLog: "verifier.log",
   error: "error.txt",
+  /** The deliverable's bytes exactly as the verifier got them (grading-record.ts). */
+  deliverable: "deliverable",
+  /** What graded the episode (grading-record.ts): what a verdict's evidence is built from. */
+  grading: "grading.json",
 } as const;
 
 export class ArtifactWriter {

@@ -60,6 +60,16 @@ export function ctrfCorrectness(ctrf: unknown): { passed: number; total: number 
   return { passed, total };
 }
 
+/** The JSON value of a text, undefined when there is none or it does not parse. */
+function jsonOf(text: string | undefined): unknown {
+  if (text === undefined) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
 /** upstream: `max(0, min(1, int(raw.decode().strip())))`, 0 when it does not parse. */
 export function rewardOf(text: string): number {
   const n = pythonInt(text);
@@ -148,17 +158,10 @@ export async function gradeBenchDeliverable(input: BenchGradeInput): Promise<Gra
         failure: undefined,
       };
     }
-    const r = rewardOf(reward.data.toString("utf8"));
-    let ctrfValue: unknown;
+    const rewardText = reward.data.toString("utf8");
+    const r = rewardOf(rewardText);
     const ctrfText = ctrf.kind === "file" ? ctrf.data.toString("utf8") : undefined;
-    if (ctrfText !== undefined) {
-      try {
-        ctrfValue = JSON.parse(ctrfText);
-      } catch {
-        ctrfValue = undefined;
-      }
-    }
-    const { passed, total } = ctrfCorrectness(ctrfValue);
+    const { passed, total } = ctrfCorrectness(jsonOf(ctrfText));
     return {
       quality: total > 0 ? passed / total : r,
       tests: total,
@@ -166,6 +169,7 @@ export async function gradeBenchDeliverable(input: BenchGradeInput): Promise<Gra
       reward: r,
       ctrf: undefined,
       ctrfText,
+      rewardText,
       log,
       exitCode,
       timedOut,

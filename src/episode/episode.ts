@@ -10,11 +10,18 @@ import { join } from "node:path";
 import { isAbortError, toValidatorError } from "../errors.js";
 import { silentLogger } from "../log.js";
 import type { Listener } from "../meter/index.js";
-import { boundEngineCalls, removeContainer, safeName, uniqueName } from "../sandbox/index.js";
+import {
+  type BuiltImage,
+  boundEngineCalls,
+  removeContainer,
+  safeName,
+  uniqueName,
+} from "../sandbox/index.js";
 import { AGENT_DISK, createAgent, runAgent } from "./agent.js";
 import { ArtifactWriter } from "./artifacts.js";
 import { gradeBenchDeliverable } from "./bench-verifier.js";
 import { type Collected, collectAgent, collectHermes } from "./collect.js";
+import { writeGradingRecord } from "./grading-record.js";
 import { createHermesAgent, type HermesAgent } from "./hermes-agent.js";
 import { finishEpisode } from "./outcome.js";
 import { EpisodeRun } from "./run-context.js";
@@ -146,7 +153,7 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
       // The verifier: only a regular file crosses; anything else scores 0 without grading.
       const tv = performance.now();
       run.progress({ phase: "verifying", spentUsd: result.usage?.cost_usd ?? 0 });
-      grade = await gradeStep(run, collected, scenarioImage.ref, verifierMs, runtime, opts.signal);
+      grade = await gradeStep(run, collected, scenarioImage, verifierMs, runtime, opts.signal);
       result.timings.verify_ms = performance.now() - tv;
       await freeing;
     }
@@ -202,7 +209,7 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
 async function gradeStep(
   run: EpisodeRun,
   collected: Collected,
-  image: string,
+  image: BuiltImage,
   verifierMs: number,
   runtime: EpisodeRuntime,
   signal: AbortSignal | undefined,
@@ -217,6 +224,7 @@ async function gradeStep(
     if (runtime.kind === "bench") run.result.notes.push("agent_output_missing");
     else {
       run.fail({ class: "policy", code: "agent_output_missing", message: what });
+      await writeGradingRecord(run, { image, runtime, timeoutMs: verifierMs, deliverable, grade: undefined });
       return undefined;
     }
   }
@@ -225,7 +233,7 @@ async function gradeStep(
       ? await gradeBenchDeliverable({
           docker: run.sandbox.docker,
           scope: run.scope!,
-          image,
+          image: image.ref,
           testFiles: run.scenario.testFiles ?? {},
           agentOutputPath: path,
           deliverable: data,
@@ -236,7 +244,7 @@ async function gradeStep(
       : await gradeDeliverable({
           docker: run.sandbox.docker,
           scope: run.scope!,
-          image,
+          image: image.ref,
           testsDir: join(run.scenario.dir, "tests"),
           agentOutputPath: path,
           deliverable: data ?? Buffer.alloc(0),
@@ -259,6 +267,7 @@ async function gradeStep(
   await Promise.all([
     run.artifacts.write("ctrf.json", grade.ctrfText),
     run.artifacts.write("verifier.log", grade.log),
+    writeGradingRecord(run, { image, runtime, timeoutMs: verifierMs, deliverable, grade }),
   ]);
   return grade;
 }

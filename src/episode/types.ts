@@ -20,6 +20,8 @@ export interface EpisodeScenario {
   testFiles?: Readonly<Record<string, Buffer>>;
   /** scenarios/<name>: environment/, tests/, solution/ live below it. */
   dir: string;
+  /** The built-in scenario's content digest (src/scenarios digest.ts): the identity of its tests. */
+  digest?: string;
   /** instruction.md's text (becomes /workspace/INSTRUCTION.md). */
   instruction: string;
   task: {

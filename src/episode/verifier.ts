@@ -104,6 +104,8 @@ export interface GradeResult {
   ctrf: CtrfReport | undefined;
   /** The grader's report (the signed one on the harness channel), copied to the artifacts. */
   ctrfText: string | undefined;
+  /** reward.txt as the grader wrote it (the files contract; absent on the harness channel). */
+  rewardText?: string | undefined;
   exitCode: number | undefined;
   timedOut: boolean;
   durationMs: number;
@@ -239,6 +241,7 @@ export async function gradeDeliverable(input: GradeInput): Promise<GradeResult> 
     layerBytes(c),
   ]);
   await removeContainer(input.docker, name).catch(() => undefined);
+  const rewardText = rewardFile?.kind === "file" ? rewardFile.data.toString("utf8") : undefined;
   const diskBytes = finalSize ?? disk.bytes;
   const over = disk.over || (diskBytes !== undefined && diskBytes > diskLimitBytes);
   const verdict = judgeReport({
@@ -251,22 +254,17 @@ export async function gradeDeliverable(input: GradeInput): Promise<GradeResult> 
     stdout: logs.stdout,
     key,
     ctrfText: ctrfFile?.kind === "file" ? ctrfFile.data.toString("utf8") : undefined,
-    rewardText: rewardFile?.kind === "file" ? rewardFile.data.toString("utf8") : undefined,
+    rewardText,
   });
+  // The report's verdict (quality, counts, reward, ctrf, forged lines, failure) and what was observed.
   const result: GradeResult = {
-    quality: verdict.quality,
-    tests: verdict.tests,
-    passed: verdict.passed,
-    reward: verdict.reward,
-    ctrf: verdict.ctrf,
-    ctrfText: verdict.ctrfText,
+    ...verdict,
+    rewardText,
     exitCode,
     timedOut,
     durationMs: performance.now() - t0,
     log: `${logs.stdout}${logs.stderr ? `\n--- stderr ---\n${logs.stderr}` : ""}`,
-    forgedReports: verdict.forgedReports,
     diskBytes,
-    failure: verdict.failure,
   };
   const fields = {
     channel: contract.channel,

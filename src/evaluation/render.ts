@@ -160,6 +160,8 @@ export function verdictTable(v: Verdict): string {
 export interface LeaderboardEntry {
   label: string;
   verdict: Verdict;
+  /** The verdict's evidence archive (src/evidence), when it was written. */
+  evidence?: { id: string; path: string };
 }
 
 /** Best score first; ties broken by lower cost. `$/episode` = the mean over its scenarios; `$/session` = the pack's total. */

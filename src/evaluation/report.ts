@@ -96,6 +96,7 @@ function packSection(e: LeaderboardEntry, models: string[], maxCost: number): st
 <figure><figcaption>Cost by model per scenario</figcaption>${costSvg(v, models, maxCost)}</figure></div>
 <table><thead><tr><th>scenario</th><th>quality</th><th>tests</th><th>$/episode</th><th>time</th><th>attempts</th><th>failure</th></tr></thead><tbody>${rows}</tbody></table>
 <table><thead><tr><th>model</th><th>calls</th><th>prompt tok</th><th>cached tok</th><th>completion tok</th><th>cost</th></tr></thead><tbody>${byModel}</tbody></table>
+${e.evidence ? `<p class="evidence">evidence <code>${esc(e.evidence.path)}</code> — re-grade it offline: <code>trajrl-validator verify ${esc(e.evidence.path)}</code></p>` : ""}
 </section>`;
 }
 

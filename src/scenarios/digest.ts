@@ -51,6 +51,18 @@ async function collect(root: string, at: string, out: DigestEntry[]): Promise<vo
   }
 }
 
+/**
+ * The identity of a bench scenario's hidden tests (trajrl-bench's `tests_files_b64`, decoded): one
+ * line per file, sorted by the bytes of its name, hashed under its own domain. Pure.
+ */
+export function testFilesDigest(files: Readonly<Record<string, Uint8Array>>): string {
+  const names = Object.keys(files).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+  const h = createHash("sha256");
+  h.update("trajrl-tests-files-v1\n");
+  for (const n of names) h.update(`${sha256Hex(files[n]!)} ${n}\n`);
+  return h.digest("hex");
+}
+
 /** The digest of a scenario folder: environment/, tests/ and task.toml. */
 export async function scenarioDigest(dir: string): Promise<string> {
   const entries: DigestEntry[] = [];

@@ -11,7 +11,7 @@ export {
   type ScenarioPaths,
   selectScenarios,
 } from "./catalogue.js";
-export { type DigestEntry, digestOf, scenarioDigest } from "./digest.js";
+export { type DigestEntry, digestOf, scenarioDigest, testFilesDigest } from "./digest.js";
 export {
   BUILTIN_SPEC,
   CUSTOM_SUITE,

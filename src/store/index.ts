@@ -6,6 +6,7 @@ export {
   type EvaluationRow,
   type EvaluationStatus,
 } from "./evaluations.js";
+export { EvidenceIndex, type EvidenceListing } from "./evidence-index.js";
 export { KvRepo } from "./kv.js";
 export {
   type LogUpload,

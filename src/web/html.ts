@@ -277,12 +277,12 @@ function renderVerdicts(s: StatusSnapshot, colors: Map<string, string>): Raw {
       .slice(0, 3)
       .map(([m, c]) => `${m} ${usd(c)}`)
       .join(", ");
-    return h`<tr><td>${time(v.createdAt, s.now)}</td><td class="mono"><a href="/api/evaluations/${encodeURIComponent(v.evaluationId)}" title="${v.evaluationId}">${shortHash(v.packHash)}</a></td><td>${v.label ?? (v.epochId !== null ? `epoch ${v.epochId}` : v.source)}</td><td>${statusTag(v)}</td><td class="num"><strong>${score(v.score)}</strong>${v.scenarios.length ? h`<span class="muted">/${v.scenarios.length}</span>` : ""}</td><td class="num">${usd(v.costPerEpisodeUsd)}</td><td class="num">${usd(v.costUsd)}</td><td class="models">${top || "–"}</td></tr>`;
+    return h`<tr><td>${time(v.createdAt, s.now)}</td><td class="mono"><a href="/api/evaluations/${encodeURIComponent(v.evaluationId)}" title="${v.evaluationId}">${shortHash(v.packHash)}</a></td><td>${v.label ?? (v.epochId !== null ? `epoch ${v.epochId}` : v.source)}</td><td>${statusTag(v)}</td><td class="num"><strong>${score(v.score)}</strong>${v.scenarios.length ? h`<span class="muted">/${v.scenarios.length}</span>` : ""}</td><td class="num">${usd(v.costPerEpisodeUsd)}</td><td class="num">${usd(v.costUsd)}</td><td class="models">${top || "–"}</td><td class="mono">${v.evidence ? h`<span title="trajrl-validator verify ${v.evidence.path}">${shortHash(v.evidence.id)}</span>` : "–"}</td></tr>`;
   });
   const table =
     rows.length === 0
       ? ""
-      : h`<table class="verdicts"><thead><tr><th>when</th><th>pack</th><th>what</th><th>status</th><th class="num">score</th><th class="num" title="mean cost of one episode: one scenario run">$/episode</th><th class="num" title="cost of the session: the pack over the whole spec or suite">$/session</th><th>cost by model</th></tr></thead><tbody>${rows}</tbody></table>`;
+      : h`<table class="verdicts"><thead><tr><th>when</th><th>pack</th><th>what</th><th>status</th><th class="num">score</th><th class="num" title="mean cost of one episode: one scenario run">$/episode</th><th class="num" title="cost of the session: the pack over the whole spec or suite">$/session</th><th>cost by model</th><th title="the verdict's evidence: re-grade it offline with trajrl-validator verify">evidence</th></tr></thead><tbody>${rows}</tbody></table>`;
   return card("Recent verdicts", h`${verdictChart(s.verdicts, colors)}${table}`, "verdicts wide");
 }
 

@@ -18,7 +18,13 @@ import type {
   WeightsEvent,
 } from "../status/index.js";
 import type { Db, EvaluationRow, WeightAttempt } from "../store/index.js";
-import { EvaluationRepo, VerdictOutboxRepo, WeightsRepo, WinnerCacheRepo } from "../store/index.js";
+import {
+  EvaluationRepo,
+  EvidenceIndex,
+  VerdictOutboxRepo,
+  WeightsRepo,
+  WinnerCacheRepo,
+} from "../store/index.js";
 import { UPSTREAM_RELEASE } from "../subnet.js";
 import { VERSION } from "../version.js";
 import { type HealthReport, stillStale } from "./health.js";
@@ -82,6 +88,8 @@ export interface VerdictSummary {
   scenarios: { scenario: string; quality: number; status: string; costUsd: number }[];
   createdAt: string;
   finishedAt: string | null;
+  /** The verdict's evidence archive (src/evidence; `trajrl-validator verify PATH`), when written. */
+  evidence: { id: string; path: string; bytes: number } | null;
 }
 
 export interface WinnerView {
@@ -216,6 +224,7 @@ export function summarizeEvaluation(row: EvaluationRow): VerdictSummary {
     })),
     createdAt: row.createdAt,
     finishedAt: row.finishedAt,
+    evidence: null,
   };
 }
 
@@ -354,8 +363,10 @@ export class StatusReader {
   private readonly weights: WeightsRepo;
   private readonly outbox: VerdictOutboxRepo;
   private readonly winnerCache: WinnerCacheRepo;
+  private readonly evidence: EvidenceIndex;
 
   constructor(db: Db) {
+    this.evidence = new EvidenceIndex(db);
     this.evaluations = new EvaluationRepo(db);
     this.weights = new WeightsRepo(db);
     this.outbox = new VerdictOutboxRepo(db);
@@ -363,14 +374,20 @@ export class StatusReader {
   }
 
   recentEvaluations(limit: number): VerdictSummary[] {
-    return this.evaluations.recent(limit).map(summarizeEvaluation);
+    return this.evaluations.recent(limit).map((row) => this.summarize(row));
+  }
+
+  /** A verdict with its evidence listing (EvidenceIndex). */
+  private summarize(row: EvaluationRow): VerdictSummary {
+    const e = this.evidence.get(row.id);
+    return { ...summarizeEvaluation(row), evidence: e ? { id: e.id, path: e.path, bytes: e.bytes } : null };
   }
 
   evaluation(id: string): { summary: VerdictSummary; verdict: unknown; episodes: unknown[] } | undefined {
     const row = this.evaluations.get(id);
     if (!row) return undefined;
     return {
-      summary: summarizeEvaluation(row),
+      summary: this.summarize(row),
       verdict: row.verdict,
       episodes: this.evaluations.episodes(id),
     };

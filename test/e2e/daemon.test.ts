@@ -16,9 +16,17 @@ import pino from "pino";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { loadHotkey, PolkadotChainClient } from "../../src/chain/index.js";
 import { Daemon, LogTap } from "../../src/daemon/index.js";
+import { openEvidence, verifyOpened } from "../../src/evidence/index.js";
 import { createLogger } from "../../src/log.js";
 import { LiveStatus } from "../../src/status/index.js";
-import { EvaluationRepo, openDb, VerdictOutboxRepo, WeightsRepo } from "../../src/store/index.js";
+import {
+  EvaluationRepo,
+  EvidenceIndex,
+  openDb,
+  VerdictOutboxRepo,
+  WeightsRepo,
+} from "../../src/store/index.js";
+import { StatusReader } from "../../src/web/index.js";
 import { FakePlatform } from "../fakes/platform.js";
 import {
   startSubnet,
@@ -284,6 +292,24 @@ describe("daemon e2e (real pipeline, simulator, Docker)", () => {
     expect(tarText).toContain("--- stdout/stderr ---\n");
     expect(tarText).toMatch(/"rows": \[/);
     expect(tarText).toMatch(/"provenance": \{\s*"total": \d+/);
+    // The verdict's evidence: kept under DATA_DIR/evidence, listed on the status page, whole in the
+    // upload, signed by the hotkey; its checks hold (the re-grades: test/e2e/evidence.test.ts).
+    const listed = new EvidenceIndex(db).get(row.id)!;
+    expect(existsSync(listed.path)).toBe(true);
+    expect(
+      new StatusReader(db).recentEvaluations(5).find((v) => v.evaluationId === row.id)?.evidence?.id,
+    ).toBe(listed.id);
+    const [uploaded] = await openEvidence(w.fake.logs[0]!.archive, "upload");
+    const checked = await verifyOpened("upload", uploaded!.evidence, { expectSigner: w.wallet.ss58 });
+    expect(checked.checks.filter((c) => c.status !== "ok")).toEqual([]);
+    expect(checked.evaluation).toMatchObject({
+      id: row.id,
+      source: "epoch",
+      epoch_id: String(epoch.challenge_epoch_id),
+    });
+    expect(checked.scenarios.map((x) => [x.scenario, x.posted])).toEqual(
+      QUICK.map((n) => [n, (body.challenger.scenario_results[n] as { score: number }).score]),
+    );
 
     // Weights for the seated winner; then the seat empties and the next window burns to the owner.
     const repo = new WeightsRepo(db);

@@ -88,6 +88,21 @@ describe("buildArchive", () => {
     expect(files.get("TRUNCATED.txt")!.toString()).toContain("artifacts/big.bin: kept the last");
   });
 
+  it("keeps a pinned entry (the evidence) whole and cuts the others into what it leaves", async () => {
+    const evidence = randomBytes(60_000);
+    const big = randomBytes(300_000);
+    const built = await buildArchive([{ name: "artifacts/big.bin", data: big }], 100_000, [
+      { name: "evidence/e.tar.gz", data: evidence },
+    ]);
+    expect(built.gz.length).toBeLessThanOrEqual(100_000);
+    const files = await untar(built.gz);
+    expect(files.get("evidence/e.tar.gz")).toEqual(evidence);
+    const kept = files.get("artifacts/big.bin")!;
+    expect(kept.length).toBeGreaterThan(10_000);
+    expect(kept.length).toBeLessThan(40_000);
+    expect(built.truncated).toEqual({ "artifacts/big.bin": 300_000 });
+  });
+
   it("keeps small archives whole", async () => {
     const built = await buildArchive([{ name: "a.txt", data: Buffer.from("hello") }], 10 * 1024 * 1024);
     expect(built.truncated).toEqual({});

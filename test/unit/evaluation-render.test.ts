@@ -121,6 +121,17 @@ describe("evaluation output", () => {
     );
   });
 
+  it("the HTML report names each verdict's evidence and how to re-grade it", () => {
+    const path = "/data/evidence/ab<c>.tar.gz";
+    const html = renderReport([
+      { label: "strong", verdict: strong, evidence: { id: "ab", path } },
+      { label: "cheap", verdict: cheap },
+    ]);
+    expect(html).toContain("evidence <code>/data/evidence/ab&lt;c&gt;.tar.gz</code>");
+    expect(html).toContain("<code>trajrl-validator verify /data/evidence/ab&lt;c&gt;.tar.gz</code>");
+    expect((html.match(/class="evidence"/g) ?? []).length).toBe(1);
+  });
+
   it("progress view: plain lines when not a TTY, one per phase change", () => {
     const s = new PassThrough();
     let text = "";

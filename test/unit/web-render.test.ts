@@ -3,7 +3,7 @@ import { loadConfig } from "../../src/config.js";
 import { esc } from "../../src/html-escape.js";
 import { LiveStatus } from "../../src/status/index.js";
 import type { EvaluationRow } from "../../src/store/index.js";
-import { openDb } from "../../src/store/index.js";
+import { EvidenceIndex, openDb } from "../../src/store/index.js";
 import { UPSTREAM_RELEASE } from "../../src/subnet.js";
 import { duration, shortKey, usd, weightShares } from "../../src/web/format.js";
 import { decideHealth } from "../../src/web/health.js";
@@ -194,6 +194,23 @@ describe("snapshot shaping", () => {
       code: "missing_skill_md",
       message: "the pack has no SKILL.md",
     });
+  });
+
+  it("lists a verdict's evidence (EvidenceIndex) on the page, with how to verify it", () => {
+    const db = openDb(":memory:");
+    seedStore(db, NOW, {});
+    new EvidenceIndex(db).put("ev_b", {
+      id: "e".repeat(64),
+      path: "/data/evidence/x.tar.gz",
+      bytes: 62_044,
+      signer: "5F",
+      createdAt: "t",
+    });
+    const s = new StatusReader(db).snapshot({ config: loadConfig({}), live: null, now: NOW });
+    expect(s.verdicts.map((v) => v.evidence?.id ?? null)).toEqual([null, "e".repeat(64), null]);
+    const html = renderMain(s);
+    expect(html).toContain('<span title="trajrl-validator verify /data/evidence/x.tar.gz">eeeeeeeeeeee');
+    expect(html).toContain(">evidence</th>");
   });
 
   it("keeps a row whose verdict this version cannot read, and says so", () => {
