@@ -212,107 +212,144 @@ function call(name: string, args: Record<string, unknown>): PlannedToolCall {
   return { name, arguments: JSON.stringify(args) };
 }
 
+/** What every step of a turn's plan reads: the input, the model's profile, the turn, the scenario. */
+interface TurnContext {
+  input: TurnInput;
+  model: ModelProfile;
+  turn: number;
+  scenario: SimScenario | undefined;
+}
+
 /** Decide this turn's answer. Pure: same input → same plan. */
 export function planTurn(input: TurnInput): Plan {
-  const { messages, profile, seed } = input;
+  const { messages, profile } = input;
   const model: ModelProfile | undefined = profile.models[input.model];
   if (!model) throw new Error(`no profile for model ${input.model}`);
-  const turn = messages.filter((m) => m.role === "assistant").length;
-  const scenario = recogniseScenario(
-    messages.filter((m) => m.role !== "assistant").map((m) => m.content),
-    input.scenarios,
-  );
-  const scenarioKey = scenario?.name ?? "-";
-
-  const text = (step: Step, budget = model.verbosity): Plan => ({
-    step,
-    scenario: scenario?.name,
-    content: turnText(step, input, turn, budget),
-    toolCalls: [],
-    malformed: false,
-  });
-
-  if (isAdviceRequest(messages, input.toolNames)) {
-    if (!scenario)
-      return text(input.toolNames === undefined && messages.length <= 2 ? "chat" : "advice_generic", 24);
-    const u = draw(seed, scenario.name, turn, "advice");
-    const correct = u < model.skill;
-    const plan = text(correct ? "advice_hint" : "advice_generic", Math.min(model.verbosity, 40));
-    if (correct) plan.content = `${hintLine(scenario)}\n${plan.content}`;
-    plan.decision = { index: turn, u, p: model.skill, hinted: false };
-    return plan;
-  }
-
-  const tools = new Set(input.toolNames);
-  const withTools = (step: Step, calls: PlannedToolCall[], decision?: Plan["decision"]): Plan => {
-    const plan: Plan = { ...text(step), toolCalls: calls };
-    if (decision) plan.decision = decision;
-    if (calls.length > 0 && draw(seed, scenarioKey, turn, "malformed") < model.malformed_tool_json_rate) {
-      // Truncated JSON, as a model that stops one token early would write: the agent must repair or report.
-      const first = calls[0]!;
-      calls[0] = { name: first.name, arguments: first.arguments.slice(0, -1) };
-      plan.malformed = true;
-    }
-    return plan;
+  const t: TurnContext = {
+    input,
+    model,
+    turn: messages.filter((m) => m.role === "assistant").length,
+    scenario: recogniseScenario(
+      messages.filter((m) => m.role !== "assistant").map((m) => m.content),
+      input.scenarios,
+    ),
   };
+  if (isAdviceRequest(messages, input.toolNames)) return planAdvice(t);
+  return planWork(t);
+}
+
+/** An adviser's or judge's answer: a note, with a hint when its draw falls under its skill. */
+function planAdvice(t: TurnContext): Plan {
+  const { input, model, turn, scenario } = t;
+  if (!scenario)
+    return textPlan(
+      t,
+      input.toolNames === undefined && input.messages.length <= 2 ? "chat" : "advice_generic",
+      24,
+    );
+  const u = draw(input.seed, scenario.name, turn, "advice");
+  const correct = u < model.skill;
+  const plan = textPlan(t, correct ? "advice_hint" : "advice_generic", Math.min(model.verbosity, 40));
+  if (correct) plan.content = `${hintLine(scenario)}\n${plan.content}`;
+  plan.decision = { index: turn, u, p: model.skill, hinted: false };
+  return plan;
+}
+
+/** The agent's next move: read, explore or inspect, attempt, verify, stop; read off the calls made. */
+function planWork(t: TurnContext): Plan {
+  const { input, turn, scenario } = t;
+  const tools = new Set(input.toolNames);
   const readCall = (path: string): PlannedToolCall =>
     tools.has("read_file") ? call("read_file", { path }) : call("terminal", { command: `cat ${path}` });
 
-  if (!tools.has("terminal") && !tools.has("read_file")) return text("stop_unknown");
-  if (turn >= MAX_TURNS) return text(scenario ? "stop_gave_up" : "stop_unknown");
+  if (!tools.has("terminal") && !tools.has("read_file")) return textPlan(t, "stop_unknown");
+  if (turn >= MAX_TURNS) return textPlan(t, scenario ? "stop_gave_up" : "stop_unknown");
 
-  const calls = madeCalls(messages);
+  const calls = madeCalls(input.messages);
   const commands = calls.filter((c) => c.name === "terminal").map((c) => str(c.args.command));
   const readInstruction =
     scenario !== undefined ||
     calls.some(
       (c) => str(c.args.path).includes("INSTRUCTION.md") || str(c.args.command).includes("INSTRUCTION.md"),
     );
-  if (!readInstruction) return withTools("read", [readCall(SKILL_PATH), readCall(INSTRUCTION_PATH)]);
+  if (!readInstruction) return toolPlan(t, "read", [readCall(SKILL_PATH), readCall(INSTRUCTION_PATH)]);
 
   if (!scenario || !tools.has("terminal")) {
     const explored = commands.filter((c) => (EXPLORE_COMMANDS as readonly string[]).includes(c)).length;
-    if (!tools.has("terminal") || explored >= EXPLORE_COMMANDS.length) return text("stop_unknown");
-    return withTools("explore", [call("terminal", { command: EXPLORE_COMMANDS[explored]! })]);
+    if (!tools.has("terminal") || explored >= EXPLORE_COMMANDS.length) return textPlan(t, "stop_unknown");
+    return toolPlan(t, "explore", [call("terminal", { command: EXPLORE_COMMANDS[explored]! })]);
   }
 
   if (!commands.includes(INSPECT_COMMAND))
-    return withTools("inspect", [call("terminal", { command: INSPECT_COMMAND })]);
+    return toolPlan(t, "inspect", [call("terminal", { command: INSPECT_COMMAND })]);
 
   const attempts: { kind: AttemptKind; at: number }[] = [];
   commands.forEach((c, at) => {
     if (c.includes(`<<'${ATTEMPT_DELIMITER}'`)) attempts.push({ kind: classifyAttempt(c, scenario), at });
   });
   const last = attempts[attempts.length - 1];
-  if (last === undefined || (last.kind === "wrong" && attempts.length < profile.max_attempts)) {
-    const k = attempts.length;
-    const hinted = hasCorrectHint(messages, scenario);
-    const p = scenario.solve === undefined ? 0 : successProbability(model.skill, hinted, profile.hint_boost);
-    const u = draw(seed, scenario.name, k, "solve");
-    let kind: AttemptKind;
-    let script: string;
-    if (u < p && scenario.solve !== undefined) {
-      kind = "solve";
-      script = scenario.solve;
-    } else if (
-      scenario.partial !== undefined &&
-      draw(seed, scenario.name, k, "partial") < profile.partial_rate
-    ) {
-      kind = "partial";
-      script = scenario.partial;
-    } else {
-      kind = "wrong";
-      script = wrongScript(scenario, k);
-    }
-    return withTools(`attempt_${kind}`, [call("terminal", { command: attemptCommand(k, script) })], {
-      index: k,
-      u,
-      p,
-      hinted,
-    });
-  }
-  if (last.kind === "wrong") return text("stop_gave_up");
+  if (last === undefined || (last.kind === "wrong" && attempts.length < input.profile.max_attempts))
+    return planAttempt(t, scenario, attempts.length);
+  if (last.kind === "wrong") return textPlan(t, "stop_gave_up");
   const verified = commands.some((c, at) => c === VERIFY_COMMAND && at > last.at);
-  if (!verified) return withTools("verify", [call("terminal", { command: VERIFY_COMMAND })]);
-  return text("stop_done");
+  if (!verified) return toolPlan(t, "verify", [call("terminal", { command: VERIFY_COMMAND })]);
+  return textPlan(t, "stop_done");
+}
+
+/** Attempt k: solve.sh when the draw falls under p, else partial.sh at partial_rate, else a wrong script. */
+function planAttempt(t: TurnContext, scenario: SimScenario, k: number): Plan {
+  const { input, model } = t;
+  const { seed, profile } = input;
+  const hinted = hasCorrectHint(input.messages, scenario);
+  const p = scenario.solve === undefined ? 0 : successProbability(model.skill, hinted, profile.hint_boost);
+  const u = draw(seed, scenario.name, k, "solve");
+  let kind: AttemptKind;
+  let script: string;
+  if (u < p && scenario.solve !== undefined) {
+    kind = "solve";
+    script = scenario.solve;
+  } else if (
+    scenario.partial !== undefined &&
+    draw(seed, scenario.name, k, "partial") < profile.partial_rate
+  ) {
+    kind = "partial";
+    script = scenario.partial;
+  } else {
+    kind = "wrong";
+    script = wrongScript(scenario, k);
+  }
+  return toolPlan(t, `attempt_${kind}`, [call("terminal", { command: attemptCommand(k, script) })], {
+    index: k,
+    u,
+    p,
+    hinted,
+  });
+}
+
+/** A plan with text only (no tool calls), padded to `budget` tokens. */
+function textPlan(t: TurnContext, step: Step, budget = t.model.verbosity): Plan {
+  return {
+    step,
+    scenario: t.scenario?.name,
+    content: turnText(step, t.input, t.turn, budget),
+    toolCalls: [],
+    malformed: false,
+  };
+}
+
+/** A plan with tool calls; the first one's JSON broken at the model's malformed_tool_json_rate. */
+function toolPlan(t: TurnContext, step: Step, calls: PlannedToolCall[], decision?: Plan["decision"]): Plan {
+  const plan: Plan = { ...textPlan(t, step), toolCalls: calls };
+  if (decision) plan.decision = decision;
+  const scenarioKey = t.scenario?.name ?? "-";
+  if (
+    calls.length > 0 &&
+    draw(t.input.seed, scenarioKey, t.turn, "malformed") < t.model.malformed_tool_json_rate
+  ) {
+    // Truncated JSON, as a model that stops one token early would write: the agent must repair or report.
+    const first = calls[0]!;
+    calls[0] = { name: first.name, arguments: first.arguments.slice(0, -1) };
+    plan.malformed = true;
+  }
+  return plan;
 }
