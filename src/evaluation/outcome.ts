@@ -31,10 +31,10 @@ const usageOf = (
     ]),
   );
 
-/** Calls that reached the provider and came back with a bill. */
+/** Calls that reached the provider and came back whole with a bill (not an error status, not cut). */
 function billedCalls(usage: UsageSummary | null): number {
   if (!usage) return 0;
-  return Math.max(0, usage.calls - usage.errors);
+  return Math.max(0, usage.calls - usage.errors - usage.cut);
 }
 
 export function outcomeOf(r: EpisodeResult): EpisodeOutcome {
