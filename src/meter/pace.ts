@@ -74,8 +74,9 @@ export function drainedWithin(res: ServerResponse, ac: CallAbort, idleMs: number
   });
 }
 
-/** Slices of a large answer: each drain of one is the client's progress. */
+/** Slices of a large answer: each drain of one is the client's progress. A smaller answer is one write. */
 const SLICE = 64 * 1024;
+export const PACED_ABOVE = SLICE;
 
 /**
  * Send a whole answer (head already set with writeHead) and end the response. One write when it is
