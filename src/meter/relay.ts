@@ -310,10 +310,14 @@ export class Relay {
       };
       const onCut = () => finish("cut");
       // Backpressure: the provider waits while the client reads; a client that reads nothing for
-      // the idle window is cut.
+      // the idle window is cut. Chunks the parser already holds still arrive while paused: one wait.
+      let waiting = false;
       const paused = () => {
         body.pause();
+        if (waiting) return;
+        waiting = true;
         void drainedWithin(res, ac, this.bounds.idleMs).then((how) => {
+          waiting = false;
           if (how !== "idle") return body.resume();
           p.stalled = true;
           finish("cut");
