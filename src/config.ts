@@ -42,7 +42,8 @@ export const ENV_SCHEMA = {
   OFFLINE_LLM_BASE_URL: optional(url),
   OFFLINE_DEFAULT_MODEL: optional(z.string().min(1)),
   EPISODE_CAP_USD: num(0.000001, 1000).default(0.3),
-  UPSTREAM_TIMEOUT_S: num(1, 3600).default(300),
+  // One provider attempt's deadline, head and body: upstream's ClientTimeout(total=900).
+  UPSTREAM_TIMEOUT_S: num(1, 3600).default(900),
   // Engy simulator (used when LLM_API_KEY is unset)
   ENGY_SIM_SEED: int(0).default(11),
   ENGY_SIM_PROFILE: optional(z.string()),

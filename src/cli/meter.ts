@@ -92,7 +92,7 @@ export function registerMeter(program: Command): void {
         process.once("SIGINT", () => done("SIGINT"));
         process.once("SIGTERM", () => done("SIGTERM"));
       });
-      const summary = meter.close(token);
+      const summary = await meter.close(token);
       await meter.stop();
       db.close();
       log.info({ signal, episode: episodeId, price_table: meter.priceTableHash }, "meter.standalone.stopped");

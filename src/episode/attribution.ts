@@ -36,17 +36,41 @@ export interface ReceiptFacts {
   error_code: string | null;
 }
 
-/** A receipt that shows the provider failing (not the policy, not a refusal by the meter). */
+/**
+ * How the meter ends a forwarded call when the provider did not: the episode closed or the meter
+ * stopped under it, its client left or stopped reading, or its unread answers reached their bound.
+ * Such a call says nothing of the provider (issue 36 item 6: a policy that leaves a call in flight
+ * must not make the close's 503 read as the provider failing).
+ */
+const ENDED_BY_THE_METER: ReadonlySet<string> = new Set([
+  "episode_closed",
+  "meter_stopped",
+  "client_disconnected",
+  "client_not_reading",
+  "answer_bytes_limit",
+]);
+
+/** The meter ended this call, not the provider (nor the model): it says nothing of either. */
+export const endedByTheMeter = (r: ReceiptFacts) =>
+  r.error_code !== null && ENDED_BY_THE_METER.has(r.error_code);
+
+/** A receipt that shows the provider failing (not the policy, not the meter refusing or ending it). */
 export function isUpstreamFailure(r: ReceiptFacts): boolean {
+  if (endedByTheMeter(r)) return false;
   if (r.upstream_status !== null && r.upstream_status >= 500) return true;
   if (r.status === 502 || r.status === 503 || r.status === 504) return r.error_code !== null;
   return r.truncated && r.error_code !== null && /upstream|cut|timeout/i.test(r.error_code);
 }
 
-/** The provider is failing when the most recent forwarded call failed upstream. */
+/**
+ * The provider is failing when the most recent call it ended failed: refusals, and calls the meter
+ * ended (endedByTheMeter), are not the provider's doing and are passed over.
+ */
 export function upstreamFailing(receipts: readonly ReceiptFacts[]): boolean {
-  const forwarded = receipts.filter((r) => r.status !== 400 && r.status !== 401 && r.status !== 402);
-  const last = forwarded.at(-1);
+  const providers = receipts.filter(
+    (r) => r.status !== 400 && r.status !== 401 && r.status !== 402 && !endedByTheMeter(r),
+  );
+  const last = providers.at(-1);
   return last !== undefined && isUpstreamFailure(last);
 }
 

@@ -64,7 +64,7 @@ export interface Collected {
  * bill, steer or outlast what follows. A kill of the sidecar we did not send is read before ours.
  */
 async function endPolicy(run: EpisodeRun, sidecar: Sidecar): Promise<{ killed: boolean; logTail: string }> {
-  run.closeToken();
+  await run.closeToken();
   const killed = run.sandbox.engineWatch.killsOf(sidecar.name) > 0;
   if (killed)
     run.fail({

@@ -171,7 +171,7 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
     );
     if (!aborted) run.errors.push(e.stack ?? e.message);
   } finally {
-    run.closeToken();
+    await run.closeToken();
     await listener?.close().catch(() => undefined);
     await run.scope?.dispose();
     sandbox.engineWatch.forgetPrefix(base);

@@ -5,7 +5,7 @@
  */
 import { meterArtifact, type Receipt } from "../meter/index.js";
 import { ARTIFACT_FILES } from "./artifacts.js";
-import { primaryFailure } from "./attribution.js";
+import { endedByTheMeter, primaryFailure } from "./attribution.js";
 import { type HermesAnswer, upstreamProvenance } from "./hermes-session.js";
 import { checkProvenance, type ProvenanceTurn } from "./provenance.js";
 import type { EpisodeRun } from "./run-context.js";
@@ -102,7 +102,9 @@ export async function finishEpisode(
   result.cost_usd = usage?.cost_usd ?? 0;
   result.by_model = usage?.by_model ?? {};
   result.timings.total_ms = performance.now() - opts.startedAt;
-  result.truncated_before_tool_call ||= result.agent.tool_calls === 0 && receipts.some((r) => r.truncated);
+  // A call the meter ended (the episode's close, a client that stopped reading) is no model cut off.
+  result.truncated_before_tool_call ||=
+    result.agent.tool_calls === 0 && receipts.some((r) => r.truncated && !endedByTheMeter(r));
 
   await artifacts.write(ARTIFACT_FILES.policyLog, opts.policyLog);
   await artifacts.json(

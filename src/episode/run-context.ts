@@ -20,6 +20,7 @@ export class EpisodeRun {
   scope: EpisodeScope | undefined;
   token: string | undefined;
   private tokenClosed = false;
+  private closing: Promise<UsageSummary | null> | undefined;
 
   constructor(
     readonly id: string,
@@ -98,16 +99,24 @@ export class EpisodeRun {
     }
   }
 
-  /** Close the meter token once: nothing is billed to this episode afterwards. */
-  closeToken(): UsageSummary | null {
-    if (this.token === undefined || this.tokenClosed) return this.result.usage;
+  /**
+   * Close the meter token once: nothing is billed to this episode afterwards. The usage is the
+   * meter's once the calls the close aborted have settled (their receipts included).
+   */
+  async closeToken(): Promise<UsageSummary | null> {
+    if (this.token === undefined || this.tokenClosed) return this.closing ?? this.result.usage;
     this.tokenClosed = true;
-    try {
-      this.result.usage = this.meter.close(this.token);
-    } catch (err) {
-      this.log.warn({ err: (err as Error).message }, "episode.meter.close.failed");
-    }
-    return this.result.usage;
+    this.closing = this.meter.close(this.token).then(
+      (usage) => {
+        this.result.usage = usage;
+        return usage;
+      },
+      (err: unknown) => {
+        this.log.warn({ err: (err as Error).message }, "episode.meter.close.failed");
+        return this.result.usage;
+      },
+    );
+    return this.closing;
   }
 
   receipts(): Receipt[] {

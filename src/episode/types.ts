@@ -40,7 +40,8 @@ export interface EpisodeFailure {
 /** What the episode needs of the meter (src/meter's Meter). */
 export interface EpisodeMeter {
   mint(episodeId: string, capUsd: number): string;
-  close(token: string): UsageSummary;
+  /** Retire the token; its usage once the calls it aborted have settled. */
+  close(token: string): Promise<UsageSummary>;
   summary(token: string): UsageSummary;
   lastActivity(token: string): Activity;
   receiptsFor(episodeId: string): Receipt[];

@@ -4,7 +4,7 @@
  */
 import type { EpisodeResult } from "../episode/index.js";
 import type { UsageSummary } from "../meter/index.js";
-import type { EpisodeOutcome, ModelUsage } from "./types.js";
+import type { EpisodeOutcome, MeterFacts, ModelUsage } from "./types.js";
 
 const usageOf = (
   u: Record<
@@ -31,10 +31,21 @@ const usageOf = (
     ]),
   );
 
-/** Calls that reached the provider and came back with a bill. */
+/** Calls that reached the provider and came back whole with a bill (not an error status, not cut). */
 function billedCalls(usage: UsageSummary | null): number {
   if (!usage) return 0;
-  return Math.max(0, usage.calls - usage.errors);
+  return Math.max(0, usage.calls - usage.errors - usage.cut);
+}
+
+function meterFacts(u: UsageSummary): MeterFacts {
+  return {
+    calls: u.calls,
+    errors: u.errors,
+    cut: u.cut,
+    refused: { ...u.refused },
+    estimatedUsd: u.estimated_usd,
+    longestWaitS: u.longest_wait_s,
+  };
 }
 
 export function outcomeOf(r: EpisodeResult): EpisodeOutcome {
@@ -51,6 +62,7 @@ export function outcomeOf(r: EpisodeResult): EpisodeOutcome {
     costUsd: r.cost_usd,
     byModel: usageOf(r.by_model),
     billedCalls: billedCalls(r.usage),
+    ...(r.usage ? { meter: meterFacts(r.usage) } : {}),
     truncatedBeforeToolCall: r.truncated_before_tool_call,
     agent: { exitCode: r.agent.exit_code, killedBy: r.agent.killed_by },
     timings: {

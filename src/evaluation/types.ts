@@ -37,6 +37,8 @@ export interface EpisodeOutcome {
   byModel: Record<string, ModelUsage>;
   /** Metered calls that reached the provider and were billed. */
   billedCalls: number;
+  /** What the meter saw of the episode (absent on outcomes stored before it existed, or without a token). */
+  meter?: MeterFacts;
   /** The model's turn was cut off by the provider before any tool call ran (infra-incomplete). */
   truncatedBeforeToolCall: boolean;
   /**
@@ -51,6 +53,22 @@ export interface EpisodeOutcome {
   artifactsDir?: string;
   /** What the judge entry of the score carries beside the score (upstream's keys; reported, not scored). */
   judge?: JudgeFacts;
+}
+
+/** An episode's meter summary, as the discard rules and their messages read it. */
+export interface MeterFacts {
+  /** Calls forwarded to the provider. */
+  calls: number;
+  /** Forwarded calls answered with a status other than 200 (upstream's `errors`). */
+  errors: number;
+  /** Forwarded calls answered 200 whose answer was cut. */
+  cut: number;
+  /** Calls the meter answered itself, by reason (`model`: the allowlist, `cap`, `invalid_request`, …). */
+  refused: Record<string, number>;
+  /** Of `costUsd`, what was booked at reservations: calls whose usage never came. */
+  estimatedUsd: number;
+  /** The longest a call waited for the provider's first byte, seconds. */
+  longestWaitS: number;
 }
 
 /** Per-scenario facts upstream reports in `scenario_results[name].judge` (miner_eval.py). */

@@ -112,21 +112,90 @@ export function mergeUsage(into: Record<string, ModelUsage>, add: Record<string,
 }
 
 /**
+ * A provider that kept a call this long without a byte was hanging: reservations booked for calls
+ * it never answered are what an outage leaves behind, not evidence of a bill.
+ */
+export const PROVIDER_HANG_S = 60;
+
+/**
+ * Whether the meter saw the provider bill this episode: upstream's "the meter's cost > 0". Our meter
+ * also books calls whose usage never came (cut, timed out, aborted by the episode's close) at their
+ * reservation — upstream's never settles those. They count as a bill, as the provider bills them
+ * (issue 36 item 6: a policy that leaves its calls in flight must not make its episode read as
+ * "nothing billed"), unless the provider kept a call of the episode waiting PROVIDER_HANG_S without
+ * a byte: then nothing says it was answering, as in an outage.
+ */
+export function providerBilled(o: EpisodeOutcome): boolean {
+  if (!(o.costUsd > 0)) return false;
+  const m = o.meter;
+  if (m === undefined || o.costUsd > m.estimatedUsd) return true;
+  return m.longestWaitS < PROVIDER_HANG_S;
+}
+
+/**
  * Upstream's `_looks_like_provider_failure` (sandbox_harness.py), read on our outcomes: no episode
- * billed anything (the meter's cost, strictly > 0), and every episode shows the agent failing —
- * stopped (deadline, watchdog, a dead policy) or exited non-zero — or failed upstream through every
- * re-run. An agent that never ran, or whose exit is unknown, is not a failure (upstream's
- * `chat_exit is None`); no episodes is not a provider failure.
+ * billed anything (providerBilled), and every episode shows the agent failing — stopped (deadline,
+ * watchdog, a dead policy) or exited non-zero — or failed upstream through every re-run. An agent
+ * that never ran, or whose exit is unknown, is not a failure (upstream's `chat_exit is None`); no
+ * episodes is not a provider failure.
  */
 export function looksLikeProviderFailure(outcomes: readonly EpisodeOutcome[]): boolean {
   if (outcomes.length === 0) return false;
-  if (outcomes.some((o) => o.costUsd > 0)) return false;
+  if (outcomes.some(providerBilled)) return false;
   return outcomes.every((o) => {
     if (o.failure?.class === "upstream" && o.status === "failed") return true;
     const a = o.agent;
     if (a === undefined) return false;
     return a.killedBy !== null || (a.exitCode !== null && a.exitCode !== 0);
   });
+}
+
+const REFUSAL_NAMES: Record<string, string> = {
+  model: "for the allowlist",
+  cap: "for the cap",
+  invalid_request: "as malformed",
+  body_too_large: "as too large",
+};
+
+/**
+ * The message of a provider-failure discard (issue 31 item 6): what the meter saw, so an operator
+ * does not chase a provider that was never called. Calls refused by the meter, by reason; calls
+ * forwarded and how many failed there; how the episodes ended (a policy sidecar's exit among them).
+ * The key, credits and network are named only when calls reached the provider and failed.
+ */
+export function providerFailureMessage(outcomes: readonly EpisodeOutcome[]): string {
+  let forwarded = 0;
+  let failed = 0;
+  const refused = new Map<string, number>();
+  for (const o of outcomes) {
+    const m = o.meter;
+    if (m === undefined) continue;
+    forwarded += m.calls;
+    failed += m.errors + m.cut;
+    for (const [k, n] of Object.entries(m.refused)) refused.set(k, (refused.get(k) ?? 0) + n);
+  }
+  const seen = [`${forwarded} forwarded to the provider${forwarded > 0 ? ` (${failed} failed there)` : ""}`];
+  for (const [k, n] of [...refused].sort((a, b) => b[1] - a[1]))
+    seen.push(`${n} refused ${REFUSAL_NAMES[k] ?? `(${k})`}`);
+  const ends = new Map<string, { n: number; message: string }>();
+  for (const o of outcomes) {
+    const code =
+      o.failure?.code ?? (o.agent?.killedBy ? `killed by ${o.agent.killedBy}` : "agent exited non-zero");
+    const e = ends.get(code) ?? { n: 0, message: o.failure?.message ?? "" };
+    e.n++;
+    ends.set(code, e);
+  }
+  const ended = [...ends].map(([code, e]) => `${code} ×${e.n}${e.message ? ` (${e.message})` : ""}`);
+  const refusedAny = [...refused.values()].some((n) => n > 0);
+  const hint =
+    forwarded > 0 && failed > 0
+      ? "Check the LLM key, credits and network."
+      : forwarded > 0
+        ? "The provider answered without a bill, or its calls never came back."
+        : refusedAny
+          ? "The provider was never called: the meter refused every call the policy made."
+          : "The provider was never called: check the policy sidecar's route to the meter, or the policy made no call.";
+  return `every episode's agent failed and no model call was billed (upstream's provider-failure rule). The meter saw ${seen.join(", ")}; episodes ended: ${ended.join("; ")}. ${hint}`;
 }
 
 /**
@@ -153,12 +222,9 @@ export function discardReason(
       code: "validator_infra",
       message: `every episode failed for the validator's own infrastructure after ${maxAttempts} attempts: ${names(finals)}`,
     };
-  if (looksLikeProviderFailure(finals.map((f) => f.outcome)))
-    return {
-      code: "llm_provider_failure",
-      message:
-        "every episode's agent failed and no model call was billed; check the LLM key, credits and network, and the sidecar's route to the meter",
-    };
+  const outcomes = finals.map((f) => f.outcome);
+  if (looksLikeProviderFailure(outcomes))
+    return { code: "llm_provider_failure", message: providerFailureMessage(outcomes) };
   if (unresolved.length > 0)
     return {
       code: "infra_incomplete",

@@ -81,6 +81,9 @@ export interface MeterSummary {
   episode_id: string;
   reserved_usd: number;
   refused: Record<string, number>;
+  cut: number;
+  estimated_usd: number;
+  longest_wait_s: number;
   retries: number;
   waited: number;
   rows_dropped: number;
@@ -104,6 +107,9 @@ export function meterSummary(u: UsageSummary): MeterSummary {
     episode_id: u.episode_id,
     reserved_usd: u.reserved_usd,
     refused: { ...u.refused },
+    cut: u.cut,
+    estimated_usd: round(u.estimated_usd, 6),
+    longest_wait_s: u.longest_wait_s,
     retries: u.retries,
     waited: u.waited,
     rows_dropped: u.rows_dropped,

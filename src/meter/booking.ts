@@ -127,7 +127,11 @@ export class Booking {
   finish(call: Call, o: Outcome): void {
     if (call.settled) return;
     const b = this.book(call, o);
-    process.nextTick(() => this.record(call, o, b));
+    process.nextTick(() => {
+      this.record(call, o, b);
+      // Once its receipt is kept: a closing episode's summary waits for this (episodes.ts).
+      call.ep.noteSettled();
+    });
   }
 
   /** Settle a call's cost in the ledger, the view and the exposure, and its counters. */
@@ -157,9 +161,15 @@ export class Booking {
     }
     ep.calls++;
     ep.retries += call.retries;
-    ep.lastCompletedAt = performance.now();
-    // As upstream counts them (a status other than 200), and a cut answer.
-    if (o.status !== 200 || o.truncated) ep.errors++;
+    const now = performance.now();
+    ep.lastCompletedAt = now;
+    // As upstream counts them: a status other than 200. A 200 whose answer was cut is counted apart.
+    if (o.status !== 200) ep.errors++;
+    else if (o.truncated) ep.cut++;
+    if (lost) ep.estimated += actual;
+    // How long the provider kept this call waiting for its first byte (a call that got none: all along).
+    const wait = call.ttfb ?? (call.reached ? now - call.tForward : 0);
+    if (wait > ep.longestWaitMs) ep.longestWaitMs = wait;
     if (usage !== null) {
       ep.tokens.prompt += usage.promptTokens;
       ep.tokens.cached += Math.min(usage.cachedTokens, usage.promptTokens);

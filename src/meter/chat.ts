@@ -24,6 +24,7 @@ import {
   wait,
 } from "./http.js";
 import { reserve } from "./ledger.js";
+import type { AnswerBounds } from "./pace.js";
 import type { ModelPrice } from "./prices.js";
 import { Relay } from "./relay.js";
 import { type ChatRequest, forwardBody, InvalidRequest, interpretRequest } from "./request.js";
@@ -40,6 +41,8 @@ export interface ChatOptions {
   maxBodyBytes: number;
   /** Request bytes held by all calls (bodies being read, and forwarded bodies until the call ends). */
   bytes: Gate;
+  /** Answer bytes held by all calls, and the idle window of a client that stops reading (pace.ts). */
+  answers: AnswerBounds;
   booking: Booking;
   /** Where request bodies are scanned (on the loop, or off it when large). */
   scans: ScanPool;
@@ -56,10 +59,14 @@ export class ChatPath {
   private readonly relay: Relay;
 
   constructor(private readonly o: ChatOptions) {
-    this.relay = new Relay(o.booking, {
-      aborted: (call, res, acc) => this.aborted(call, res, acc),
-      failBeforeBytes: (call, res, out, message, hdr) => this.failBeforeBytes(call, res, out, message, hdr),
-    });
+    this.relay = new Relay(
+      o.booking,
+      {
+        aborted: (call, res, acc) => this.aborted(call, res, acc),
+        failBeforeBytes: (call, res, out, message, hdr) => this.failBeforeBytes(call, res, out, message, hdr),
+      },
+      o.answers,
+    );
   }
 
   async handle(req: IncomingMessage, res: ServerResponse, ep: Episode, t0: number): Promise<void> {

@@ -27,8 +27,14 @@ export interface UsageSummary {
   reserved_usd: number;
   /** Calls forwarded upstream (refusals are counted apart). */
   calls: number;
-  /** Forwarded calls that failed upstream, were cut or lost (refusals are counted in `refused`). */
+  /** Forwarded calls answered with a status other than 200, as upstream counts them (refusals are in `refused`). */
   errors: number;
+  /** Forwarded calls answered 200 whose answer was cut (by the provider, a deadline, or a client that stopped reading). */
+  cut: number;
+  /** Of `cost_usd`, what was booked at reservations: calls whose usage could not be had (cut, timed out, aborted). */
+  estimated_usd: number;
+  /** The longest a forwarded call waited for the provider's first byte (one that got none: until it ended), seconds. */
+  longest_wait_s: number;
   refused_cap: number;
   refused_model: number;
   /** Calls answered by the meter itself, by reason (cap, model, invalid_request, body_too_large, …). */
@@ -70,8 +76,12 @@ export interface EpisodeLimits {
   callsPerToken: number;
   /** Request bytes one token may hold at once. */
   bytesPerToken: number;
+  /** Non-stream answer bytes one token may hold at once (read, and not yet taken by its client). */
+  answerBytesPerToken: number;
   /** Receipts kept per episode (upstream keeps 2000 rows); the counters go on. */
   rowsPerEpisode: number;
+  /** How long close() waits for the calls it aborted to settle before it summarises anyway. */
+  closeSettleMs: number;
 }
 
 /** A call waiting for its worst case to fit beside the calls in flight. */
@@ -105,6 +115,10 @@ export class Episode {
   readonly view: UpstreamView;
   calls = 0;
   errors = 0;
+  cut = 0;
+  /** Booked at reservations (no usage could be had), pico-dollars. */
+  estimated: Pico = 0n;
+  longestWaitMs = 0;
   refusedCap = 0;
   refusedModel = 0;
   readonly refused = new Map<string, number>();
@@ -123,7 +137,11 @@ export class Episode {
   readonly exposureQueue: ExposureWaiter[] = [];
   readonly callGate: Gate;
   readonly byteGate: Gate;
+  readonly answerGate: Gate;
   closed = false;
+  /** The summary close() returns, once the calls it aborted have settled. */
+  closing: Promise<UsageSummary> | undefined;
+  private settledWaiters: (() => void)[] = [];
   /**
    * The per-call line carries only the meter's own fields (no headers, no token), so it skips the
    * project-wide wildcard redaction, which costs more than the rest of a call's bookkeeping.
@@ -140,6 +158,7 @@ export class Episode {
     this.view = newView(capUsd);
     this.callGate = new Gate(limits.callsPerToken);
     this.byteGate = new Gate(limits.bytesPerToken);
+    this.answerGate = new Gate(limits.answerBytesPerToken);
     this.callLog = log.child(
       {},
       { redact: { paths: ["token", "authorization", "apiKey"], censor: "[redacted]" } },
@@ -148,6 +167,28 @@ export class Episode {
 
   countRefusal(reason: string): void {
     this.refused.set(reason, (this.refused.get(reason) ?? 0) + 1);
+  }
+
+  /** A settled call's receipt is kept: wake close() when no forwarded call is left unsettled. */
+  noteSettled(): void {
+    if (this.forwarded > 0 || this.settledWaiters.length === 0) return;
+    for (const w of this.settledWaiters.splice(0)) w();
+  }
+
+  /** Resolves true once every forwarded call is settled and receipted, false after `ms`. */
+  settled(ms: number): Promise<boolean> {
+    if (this.forwarded === 0) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const t = setTimeout(() => {
+        this.settledWaiters = this.settledWaiters.filter((w) => w !== done);
+        resolve(false);
+      }, ms);
+      const done = () => {
+        clearTimeout(t);
+        resolve(true);
+      };
+      this.settledWaiters.push(done);
+    });
   }
 
   /** Admit waiting calls, in order, while they can be decided. */
@@ -191,6 +232,9 @@ export function summarize(ep: Episode): UsageSummary {
     reserved_usd: picoToUsd(ep.budget.reserved),
     calls: ep.calls,
     errors: ep.errors,
+    cut: ep.cut,
+    estimated_usd: picoToUsd(ep.estimated),
+    longest_wait_s: Math.round(ep.longestWaitMs) / 1000,
     refused_cap: ep.refusedCap,
     refused_model: ep.refusedModel,
     refused: Object.fromEntries([...ep.refused].sort((a, b) => (a[0] < b[0] ? -1 : 1))),
@@ -238,13 +282,16 @@ export class Episodes {
     return token;
   }
 
-  /** Retire a token (later calls → 401), abort its calls in flight, and return its usage. */
-  close(token: string): UsageSummary {
+  /**
+   * Retire a token (later calls → 401), abort its calls in flight, and return its usage once they
+   * have settled (each booked on what it used, else its reservation), waiting at most `settleMs`.
+   */
+  close(token: string): Promise<UsageSummary> {
     const ep = this.live.get(token);
     if (ep === undefined) {
       const old = this.recent.get(token);
-      if (old !== undefined) return summarize(old);
-      throw new InputError("unknown_token", "unknown episode token");
+      if (old !== undefined) return old.closing ?? Promise.resolve(summarize(old));
+      return Promise.reject(new InputError("unknown_token", "unknown episode token"));
     }
     this.live.delete(token);
     ep.closed = true;
@@ -254,8 +301,19 @@ export class Episodes {
     ep.record.liveTokens--;
     this.recent.set(token, ep);
     this.evict();
+    ep.closing = this.summaryOnceSettled(ep);
+    return ep.closing;
+  }
+
+  private async summaryOnceSettled(ep: Episode): Promise<UsageSummary> {
+    const inFlight = ep.forwarded;
+    if (!(await ep.settled(this.limits.closeSettleMs)))
+      ep.log.warn(
+        { unsettled: ep.forwarded, wait_ms: this.limits.closeSettleMs },
+        "meter.episode.close_unsettled",
+      );
     const summary = summarize(ep);
-    ep.log.info({ ...summary, by_model: undefined }, "meter.episode.closed");
+    ep.log.info({ ...summary, by_model: undefined, aborted: inFlight }, "meter.episode.closed");
     return summary;
   }
 

@@ -1,6 +1,6 @@
 /**
- * A FIFO weighted semaphore: what bounds the meter's calls in flight per token and the request bytes
- * it holds (per token and overall). Waiters are served in arrival order, so a large request is not
+ * A FIFO weighted semaphore: what bounds the meter's calls in flight per token and the request and
+ * answer bytes it holds (per token and overall). Waiters are served in arrival order, so a large request is not
  * starved by small ones; a waiter can be cancelled (its client left).
  */
 
@@ -44,6 +44,13 @@ export class Gate {
         this.pump();
       });
     });
+  }
+
+  /** Take `weight` units now, or nothing: false when they do not fit or others wait (never queued). */
+  tryAcquire(weight: number): boolean {
+    if (this.queue.length > 0 || this.used + weight > this.limit) return false;
+    this.used += weight;
+    return true;
   }
 
   release(weight: number): void {

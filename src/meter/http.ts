@@ -135,11 +135,20 @@ export function readLimited(body: UpstreamBody, max: number): Promise<Buffer> {
 
 export class BodyTooLarge extends Error {}
 
+/** The answer's bytes did not fit in what the meter holds for its episode (or for all). */
+export class AnswerBytesLimit extends Error {}
+
 /**
- * A whole response body, each chunk kept as the parser handed it over; `first` at the first byte.
- * Over `max` bytes it rejects with BodyTooLarge (the body is destroyed).
+ * A whole response body, each chunk kept as the parser handed it over; `first` at the first byte,
+ * `take` for each chunk's bytes before it is kept. Over `max` bytes it rejects with BodyTooLarge,
+ * a chunk `take` refuses with AnswerBytesLimit (the body is destroyed).
  */
-export function readAll(body: UpstreamBody, max: number, first: (at: number) => void): Promise<Buffer> {
+export function readAll(
+  body: UpstreamBody,
+  max: number,
+  first: (at: number) => void,
+  take: (bytes: number) => boolean = () => true,
+): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -147,9 +156,9 @@ export function readAll(body: UpstreamBody, max: number, first: (at: number) => 
       data: (c) => {
         if (size === 0) first(performance.now());
         size += c.length;
-        if (size > max) {
+        if (size > max || !take(c.length)) {
           body.destroy();
-          reject(new BodyTooLarge(`answer over ${max} bytes`));
+          reject(size > max ? new BodyTooLarge(`answer over ${max} bytes`) : new AnswerBytesLimit());
           return;
         }
         chunks.push(c);
@@ -157,23 +166,6 @@ export function readAll(body: UpstreamBody, max: number, first: (at: number) => 
       end: () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)),
       error: reject,
     });
-  });
-}
-
-/** Resolve on 'drain', or when the client or the call is gone (a gone client never drains). */
-export function drained(res: ServerResponse, ac: CallAbort): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off("drain", done);
-      res.off("close", done);
-      ac.off("abort", done);
-      ac.off("gone", done);
-      resolve();
-    };
-    res.once("drain", done);
-    res.once("close", done);
-    ac.once("abort", done);
-    ac.once("gone", done);
   });
 }
 

@@ -42,7 +42,7 @@ export interface MeterOptions {
   /** Receipts are also persisted here in batches (the SQLite ReceiptRepo). */
   receipts?: ReceiptSink;
   log?: Logger;
-  /** Time to the response head, and the longest silence inside a stream. Default 300 s. */
+  /** One provider attempt's deadline, head and body (default 900 s: upstream's total timeout). */
   upstreamTimeoutMs?: number;
   retry?: Partial<RetryPolicy>;
   /** Largest request body accepted (default 64 MiB, upstream's limit: agents resend whole conversations). */
@@ -51,6 +51,12 @@ export interface MeterOptions {
   maxBufferedBytes?: number;
   /** Request bytes one token may hold at once (default 160 MiB: one largest body and its copy). */
   maxBytesPerToken?: number;
+  /** Non-stream answer bytes all calls may hold at once, read and not yet taken by their clients (default 512 MiB). */
+  maxAnswerBytes?: number;
+  /** The same per token (default 128 MiB: two of the largest answers); past it a call fails with 429. */
+  maxAnswerBytesPerToken?: number;
+  /** A client that takes no byte of its answer for this long, while bytes wait for it, is cut (default 60 s). */
+  clientIdleMs?: number;
   /** Calls of one token in flight at once (default 32); more wait, their bodies unread. */
   maxCallsPerToken?: number;
   /** Receipts kept per episode (default 2000, as upstream keeps rows); counters go on. */
@@ -89,7 +95,7 @@ export class Meter {
     this.upstream = new Upstream({
       url: opts.upstreamUrl,
       apiKey: opts.apiKey,
-      timeoutMs: opts.upstreamTimeoutMs ?? 300_000,
+      timeoutMs: opts.upstreamTimeoutMs ?? 900_000,
     });
     this.queue = opts.receipts
       ? new ReceiptQueue(opts.receipts, {
@@ -102,7 +108,9 @@ export class Meter {
     this.episodes = new Episodes(this.log, opts.receipts, this.queue, {
       callsPerToken: opts.maxCallsPerToken ?? 32,
       bytesPerToken: opts.maxBytesPerToken ?? Math.max(160 * MiB, 2 * maxBodyBytes),
+      answerBytesPerToken: opts.maxAnswerBytesPerToken ?? 128 * MiB,
       rowsPerEpisode: opts.maxRowsPerEpisode ?? 2000,
+      closeSettleMs: 5_000,
     });
     this.scans = new ScanPool(this.log, opts.scans);
     const chat = new ChatPath({
@@ -113,6 +121,10 @@ export class Meter {
       retry: { ...DEFAULT_RETRY, ...opts.retry },
       maxBodyBytes,
       bytes: new Gate(opts.maxBufferedBytes ?? 512 * MiB),
+      answers: {
+        overall: new Gate(opts.maxAnswerBytes ?? 512 * MiB),
+        idleMs: opts.clientIdleMs ?? 60_000,
+      },
       booking: new Booking(this.queue),
       scans: this.scans,
       apiKey: opts.apiKey,
@@ -130,8 +142,11 @@ export class Meter {
     return this.episodes.mint(episodeId, capUsd);
   }
 
-  /** Retire a token (later calls → 401), abort its calls in flight, and return its usage. */
-  close(token: string): UsageSummary {
+  /**
+   * Retire a token (later calls → 401), abort its calls in flight, and return its usage once they
+   * have settled (within 5 s): the summary books what they cost, as their receipts do.
+   */
+  close(token: string): Promise<UsageSummary> {
     return this.episodes.close(token);
   }
 

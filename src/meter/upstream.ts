@@ -1,7 +1,8 @@
 /**
- * The one connection to the provider: an undici Pool with keep-alive and connect/headers/body
- * timeouts, the operator's key added here and nowhere else. Every request is cancelled when its
- * call is aborted (episode closed, meter stopping).
+ * The one connection to the provider: an undici Pool with keep-alive, the operator's key added here
+ * and nowhere else. Each attempt has one deadline for all of it — connection, head and body — as
+ * upstream's `ClientTimeout(total=900)`; every request is cancelled when its call is aborted
+ * (episode closed, meter stopping) or its client stops reading (relay.ts).
  *
  * The answer is delivered through undici's dispatch handler, not a Readable: its bytes reach the
  * relay's sink as the parser hands them over (no stream buffering, no async iterator), with flow
@@ -13,7 +14,7 @@ export interface UpstreamOptions {
   /** Base URL including the API prefix, e.g. https://api.engy.ai/v1 */
   url: string;
   apiKey?: string;
-  /** Headers timeout (time to the response head) and body timeout (longest silence inside a stream). */
+  /** One attempt's deadline, from dispatch to the body's last byte (upstream: 900 s total). */
   timeoutMs: number;
   connectTimeoutMs?: number;
   connections?: number;
@@ -66,7 +67,7 @@ export class UpstreamBody {
   }
 
   resume(): void {
-    if (!this.paused) return;
+    if (!this.paused || this.destroyed) return;
     this.paused = false;
     this.resumeFn?.();
   }
@@ -129,6 +130,14 @@ export interface UpstreamResponse {
   body: UpstreamBody;
 }
 
+/** An attempt ran past its deadline (upstream's total timeout). */
+export class UpstreamDeadline extends Error {
+  readonly code = "METER_UPSTREAM_DEADLINE";
+  constructor(ms: number) {
+    super(`the provider's answer did not end within ${ms} ms`);
+  }
+}
+
 /** How a failed request attempt is classified (undici / net error codes). */
 export type AttemptFailure = "connect" | "timeout" | "socket" | "aborted";
 
@@ -145,6 +154,7 @@ export function classifyFailure(err: unknown): AttemptFailure {
       return "connect";
     case "UND_ERR_HEADERS_TIMEOUT":
     case "UND_ERR_BODY_TIMEOUT":
+    case "METER_UPSTREAM_DEADLINE":
       return "timeout";
     default:
       return "socket";
@@ -170,22 +180,37 @@ class CallHandler implements Dispatcher.DispatchHandler {
   private abortFn: ((err: Error) => void) | null = null;
   private reason: Error | null = null;
   private settledHead = false;
+  private readonly deadline: NodeJS.Timeout;
 
   constructor(
     private readonly signal: AbortSource,
+    deadlineMs: number,
     private readonly resolve: (r: UpstreamResponse) => void,
     private readonly reject: (err: Error) => void,
   ) {
     signal.once("abort", this.onAbort);
+    this.deadline = setTimeout(() => this.fail(new UpstreamDeadline(deadlineMs)), deadlineMs);
   }
 
-  // The failure reaches the body's sink (or the pending head) through undici's onError.
-  private readonly onAbort = (): void => {
-    this.reason = new errors.RequestAbortedError();
-    this.abortFn?.(this.reason);
-  };
+  private readonly onAbort = (): void => this.fail(new errors.RequestAbortedError());
+
+  /**
+   * Abort the request. The failure reaches the body's sink through undici's onError; a request still
+   * waiting for its head is rejected at once (it may wait in the pool's queue, never connected).
+   */
+  private fail(reason: Error): void {
+    if (this.reason !== null) return;
+    this.reason = reason;
+    this.abortFn?.(reason);
+    if (!this.settledHead) {
+      this.settledHead = true;
+      this.done();
+      this.reject(reason);
+    }
+  }
 
   private done(): void {
+    clearTimeout(this.deadline);
     this.signal.off("abort", this.onAbort);
   }
 
@@ -198,7 +223,7 @@ class CallHandler implements Dispatcher.DispatchHandler {
   }
 
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
-    if (statusCode < 200) return true;
+    if (statusCode < 200 || this.settledHead) return true;
     const body = new UpstreamBody();
     body.resumeFn = resume;
     body.abortFn = this.abortFn;
@@ -222,7 +247,7 @@ class CallHandler implements Dispatcher.DispatchHandler {
     if (!this.settledHead) {
       this.settledHead = true;
       this.reject(err);
-    } else this.body?.finish(err);
+    } else this.body?.finish(this.reason ?? err);
   }
 }
 
@@ -230,6 +255,7 @@ export class Upstream {
   private readonly pool: Pool;
   private readonly path: string;
   private readonly headers: Record<string, string>;
+  private readonly deadlineMs: number;
   readonly origin: string;
 
   constructor(opts: UpstreamOptions) {
@@ -238,6 +264,9 @@ export class Upstream {
     this.path = `${u.pathname.replace(/\/+$/, "")}/chat/completions`;
     this.headers = { "content-type": "application/json", accept: "application/json, text/event-stream" };
     if (opts.apiKey) this.headers.authorization = `Bearer ${opts.apiKey}`;
+    this.deadlineMs = opts.timeoutMs;
+    // The attempt's deadline (CallHandler) bounds every phase; undici's own phase timeouts, set to
+    // the same length, can never end an attempt first.
     this.pool = new Pool(this.origin, {
       connections: opts.connections ?? 256,
       pipelining: 1,
@@ -255,7 +284,7 @@ export class Upstream {
     return new Promise((resolve, reject) => {
       this.pool.dispatch(
         { origin: this.origin, path: this.path, method: "POST", headers: this.headers, body },
-        new CallHandler(signal, resolve, reject),
+        new CallHandler(signal, this.deadlineMs, resolve, reject),
       );
     });
   }

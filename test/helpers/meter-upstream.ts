@@ -38,6 +38,8 @@ export interface Answer {
   delayMs?: number;
   /** Send the whole stream in one write (a fast provider: events and the usage chunk together). */
   oneWrite?: boolean;
+  /** Wait this long between stream events (a provider generating slowly, never silent for long). */
+  gapMs?: number;
 }
 
 export interface Received {
@@ -280,7 +282,9 @@ export async function startTestUpstream(opts: TestUpstreamOptions = {}): Promise
       sent.push(b);
       res.write(b);
       // Separate TCP writes so the proxy sees several chunks.
-      if (!opts.lean && k < 3) await new Promise((r) => setImmediate(r));
+      if (a.gapMs) await new Promise((r) => setTimeout(r, a.gapMs));
+      else if (!opts.lean && k < 3) await new Promise((r) => setImmediate(r));
+      if (res.destroyed) return;
     }
     if (!opts.lean) state.sent.push(Buffer.concat(sent));
     res.end();

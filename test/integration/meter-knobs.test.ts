@@ -70,7 +70,7 @@ describe.each(READERS)("the request knobs against a %s reader (issue 36 items 1â
       });
       expect(r.status, JSON.stringify(stream)).toBe(200);
     }
-    const summary = meter!.close(token);
+    const summary = await meter!.close(token);
     const { booked, billed } = bookedVsBilled("ep-stream");
     expect(billed).toHaveLength(STREAM_VALUES.length);
     expect(booked).toEqual(billed);
@@ -92,7 +92,7 @@ describe.each(READERS)("the request knobs against a %s reader (issue 36 items 1â
       });
       statuses.push(r.status);
     }
-    meter!.close(token);
+    await meter!.close(token);
     // Forwarded: 1, 2, 2.0, null (one completion); refused with a 400: the rest.
     expect(statuses).toEqual([200, 200, 200, 400, 400, 400, 400, 400, 400, 200, 400]);
     expect(provider!.billed.map((c) => c.n)).toEqual([1, 2, 2, 1]);
@@ -112,7 +112,7 @@ describe.each(READERS)("the request knobs against a %s reader (issue 36 items 1â
       n: 50,
     });
     expect(r.status).toBe(200);
-    meter!.close(lone);
+    await meter!.close(lone);
     const loneBilled = provider!.total();
     expect(provider!.billed[0]!.n).toBe(50);
     expect(picoToUsd(loneBilled)).toBeLessThanOrEqual(cap);
@@ -124,7 +124,7 @@ describe.each(READERS)("the request knobs against a %s reader (issue 36 items 1â
         post(base, together, { model: "kimi-k3", messages: [{ role: "user", content: "go" }], n: 8 }),
       ),
     );
-    meter!.close(together);
+    await meter!.close(together);
     expect(answers.map((a) => a.status)).toContain(200);
     const togetherBilled = provider!.total() - loneBilled;
     console.log(

@@ -52,7 +52,8 @@ async function harness(extra: Partial<MeterOptions> = {}, upKey: string = OPERAT
     receipts: new ReceiptRepo(openDb(dbPath)),
     retry: { statusStepMs: 5, streamStepMs: 5 },
     receiptFlushMs: 10,
-    upstreamTimeoutMs: 5_000,
+    // One attempt's whole deadline (head and body): the slow-client stream below takes seconds.
+    upstreamTimeoutMs: 60_000,
     ...extra,
   });
   const listener = await meter.listen("127.0.0.1", 0);
@@ -132,7 +133,7 @@ describe("meter: routes, auth and allowlist", () => {
     const token = h.meter.mint("ep-auth", 0.3);
     expect(token).toMatch(/^ep-[A-Za-z0-9_-]{32}$/);
     expect((await post(h.base, token, { model: "kimi-k3", messages: msgs() })).status).toBe(200);
-    const summary = h.meter.close(token);
+    const summary = await h.meter.close(token);
     expect(summary.calls).toBe(1);
     expect((await post(h.base, token, { model: "kimi-k3", messages: msgs() })).status).toBe(401);
     expect(h.up.hits).toBe(1);
@@ -144,7 +145,7 @@ describe("meter: routes, auth and allowlist", () => {
       const t = h.meter.mint(`ep-evict-${i}`, 0.3);
       tokens.push(t);
       if (i === 0) expect((await post(h.base, t, { model: "kimi-k3", messages: msgs() })).status).toBe(200);
-      h.meter.close(t);
+      await h.meter.close(t);
     }
     expect(() => h.meter.summary(tokens[0]!)).toThrow(/unknown episode token/);
     // Out of memory, still on record: the receipts are read back from SQLite.
@@ -537,7 +538,9 @@ describe("meter: streaming", () => {
     expect(rec.usd_pico).toBe(rec.reserved_pico);
     const s = h.meter.summary(token);
     expect(s.reserved_usd).toBe(0);
-    expect(s.errors).toBe(1);
+    // Upstream counts as errors the calls whose status was not 200 (issue 31 item 5); a cut 200
+    // stream is counted apart.
+    expect(s).toMatchObject({ calls: 1, errors: 0, cut: 1 });
   });
 
   it("a mid-stream error object passes through; a 200 without usage is billed $0 and recorded no-usage (upstream)", async () => {
@@ -670,26 +673,42 @@ describe("meter: upstream faults", () => {
     expect(BigInt(rec.usd_pico) > 0n).toBe(true);
   });
 
-  it("close() aborts the episode's calls in flight; a call the provider had is booked at its reservation", async () => {
+  it("close() aborts the episode's calls in flight and summarises them once settled, as their receipts book them", async () => {
     const token = h.meter.mint("ep-closing", 0.3);
-    h.up.faults.push({ kind: "hang" });
-    const p = post(h.base, token, { model: "kimi-k3", messages: msgs() });
-    await waitFor(() => h.up.hits === 1);
-    const summary = h.meter.close(token);
-    expect(summary.reserved_usd).toBeGreaterThan(0);
-    const r = await p;
-    expect(r.status).toBe(503);
-    expect(r.json().error.code).toBe("episode_closed");
-    await waitFor(() => h.up.received[0]!.aborted);
-    await waitFor(() => h.meter.receiptsFor("ep-closing").length === 1);
-    const rec = h.meter.receiptsFor("ep-closing")[0]!;
-    expect(rec).toMatchObject({ status: 503, error_code: "episode_closed", usage_estimated: true });
-    expect(h.meter.summary(token)).toMatchObject({
-      reserved_usd: 0,
-      cost_usd: Number(rec.usd_pico) / 1e12,
-      errors: 1,
+    h.up.faults.push({ kind: "hang" }, { kind: "hang" });
+    const plain = post(h.base, token, { model: "kimi-k3", messages: msgs() });
+    const streamed = post(h.base, token, {
+      model: "kimi-k3",
+      messages: msgs(),
+      stream: true,
+      max_tokens: 100,
     });
-    expect(h.meter.lastActivity(token).calls).toBe(1);
+    await waitFor(() => h.up.hits === 2);
+    // Issue 36 item 6: the summary once the aborted calls settled — it used to be taken before, and
+    // said 0 calls and $0 while their receipts booked their reservations.
+    const summary = await h.meter.close(token);
+    const recs = h.meter.receiptsFor("ep-closing");
+    expect(recs).toHaveLength(2);
+    for (const rec of recs)
+      expect(rec).toMatchObject({ status: 503, error_code: "episode_closed", usage_estimated: true });
+    const booked = recs.reduce((a, r) => a + BigInt(r.usd_pico), 0n);
+    expect(booked > 0n).toBe(true);
+    expect(summary).toMatchObject({
+      calls: 2,
+      errors: 2,
+      reserved_usd: 0,
+      cost_usd: Number(booked) / 1e12,
+      estimated_usd: Number(booked) / 1e12,
+    });
+    expect(summary.longest_wait_s).toBeGreaterThan(0);
+    for (const r of await Promise.all([plain, streamed])) {
+      expect(r.status).toBe(503);
+      expect(r.json().error.code).toBe("episode_closed");
+    }
+    await waitFor(() => h.up.received.every((x) => x.aborted));
+    expect(h.meter.summary(token)).toEqual(summary);
+    expect(await h.meter.close(token)).toEqual(summary);
+    expect(h.meter.lastActivity(token).calls).toBe(2);
   });
 
   it("the provider refusing the operator's key is a 502, never a 401 the policy would take for its token", async () => {

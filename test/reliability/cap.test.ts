@@ -178,7 +178,7 @@ describe("the cap under an adversarial tokenizer", () => {
           const before = w.sim.stats();
           const bodies = specs.map(bodyOf);
           const statuses = await Promise.all(bodies.map((b) => send(w.base, token, b)));
-          const s = w.meter.close(token);
+          const s = await w.meter.close(token);
           const after = w.sim.stats();
           calls += specs.length;
           refused += statuses.filter((x) => x === 402).length;
@@ -239,7 +239,7 @@ describe("the cap under an adversarial tokenizer", () => {
       messages: [{ role: "user", content: "7".repeat(120_000) }],
     });
     const statuses = await Promise.all(Array.from({ length: 8 }, () => send(w.base, token, body)));
-    const s = w.meter.close(token);
+    const s = await w.meter.close(token);
     const provider = providerPico(before, w.sim.stats());
     const excess = excessPico(body, "kimi-k3");
     console.log(
@@ -291,7 +291,7 @@ describe("calls the policy walks away from", () => {
           slow.meter.receiptsFor("walk-away").length >=
             billedRequests(slow.sim.stats()) - billedRequests(before),
       );
-      const s = slow.meter.close(token);
+      const s = await slow.meter.close(token);
       const after = slow.sim.stats();
       const provider = providerPico(before, after);
       const receipts = slow.meter.receiptsFor("walk-away");

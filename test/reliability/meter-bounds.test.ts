@@ -1,8 +1,9 @@
 /**
  * One episode floods the meter with the largest bodies it accepts, many at once: the meter's memory
  * stays within its bounds (request bytes held per token and overall), every call is still answered,
- * and another episode's call is served while the flood goes on. The meter runs in a process of its
- * own, so its peak resident memory (VmHWM) is its own.
+ * and another episode's call is served while the flood goes on. Then one episode asks for large
+ * answers and never reads them (issue 36 item 4): the meter holds at most its answer bytes. The
+ * meter runs in a process of its own, so its resident memory (VmRSS, VmHWM) is its own.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -14,7 +15,14 @@ import { startTestUpstream, type TestUpstream } from "../helpers/meter-upstream.
 const MiB = 1024 * 1024;
 const BODY_MIB = 16;
 const FLOOD = 32;
-const LIMITS = { maxBufferedBytes: 96 * MiB, maxBytesPerToken: 64 * MiB };
+const LIMITS = {
+  maxBufferedBytes: 96 * MiB,
+  maxBytesPerToken: 64 * MiB,
+  maxAnswerBytes: 96 * MiB,
+  maxAnswerBytesPerToken: 48 * MiB,
+};
+const ANSWER_MIB = 16;
+const UNREAD = 24;
 const dispatcher = new Agent({ connections: 64, bodyTimeout: 120_000, headersTimeout: 120_000 });
 
 function kib(pid: number, field: "VmRSS" | "VmHWM"): number {
@@ -23,6 +31,7 @@ function kib(pid: number, field: "VmRSS" | "VmHWM"): number {
 }
 
 let up: TestUpstream;
+let bigUp: TestUpstream;
 let child: ChildProcess;
 let port: number;
 let flood: string;
@@ -30,6 +39,7 @@ let neighbour: string;
 
 beforeAll(async () => {
   up = await startTestUpstream({ lean: true, answer: { content: "ok" } });
+  bigUp = await startTestUpstream({ lean: true, answer: { content: "y".repeat(ANSWER_MIB * MiB) } });
   child = spawn(
     process.execPath,
     ["--import", "tsx", "test/helpers/meter-child.ts", up.url, JSON.stringify(LIMITS)],
@@ -49,6 +59,7 @@ beforeAll(async () => {
 afterAll(async () => {
   child?.kill("SIGTERM");
   await up?.close();
+  await bigUp?.close();
   await dispatcher.close();
 });
 
@@ -93,5 +104,55 @@ describe("the meter under a flood of large bodies", () => {
     expect(done.indexOf("neighbour")).toBeLessThan(FLOOD);
     // Held request bytes are bounded; the rest is the heap's and the sockets' slack.
     expect(grewMiB).toBeLessThan(LIMITS.maxBufferedBytes / MiB + 96);
+  }, 300_000);
+});
+
+describe("the meter under answers nobody reads", () => {
+  it(`${UNREAD} unread ${ANSWER_MIB} MiB answers on one episode: the meter holds its answer bytes, no more; the rest fail (429)`, async () => {
+    // A meter of its own, in front of a provider answering 16 MiB (a long completion with logprobs).
+    const meter = spawn(
+      process.execPath,
+      ["--import", "tsx", "test/helpers/meter-child.ts", bigUp.url, JSON.stringify(LIMITS)],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        createInterface({ input: meter.stdout! }).once("line", resolve);
+        meter.once("exit", (c) => reject(new Error(`meter child exited ${c}`)));
+      });
+      const [p, token] = line.split(" ") as [string, string];
+      const pid = meter.pid!;
+      const baseline = kib(pid, "VmRSS");
+      const open = () =>
+        request(`http://127.0.0.1:${p}/v1/chat/completions`, {
+          method: "POST",
+          dispatcher,
+          headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+          body: JSON.stringify({
+            model: "glm-5.3-flash",
+            messages: [{ role: "user", content: "x" }],
+            max_tokens: 64,
+          }),
+        });
+      // One after another, none read: each answer waits in the meter for a client that never takes it.
+      const unread = [];
+      for (let k = 0; k < UNREAD; k++) unread.push(await open());
+      const rss = kib(pid, "VmRSS");
+      const grewMiB = (rss - baseline) / 1024;
+      const statuses = unread.map((r) => r.statusCode);
+      const refused = statuses.filter((s) => s === 429).length;
+      console.log(
+        `${UNREAD} unread ${ANSWER_MIB} MiB answers (${UNREAD * ANSWER_MIB} MiB offered) against ${LIMITS.maxAnswerBytesPerToken / MiB} MiB of answer bytes per token: ` +
+          `meter RSS ${Math.round(baseline / 1024)} → ${Math.round(rss / 1024)} MiB (+${Math.round(grewMiB)} MiB); ${refused} calls refused with 429`,
+      );
+      expect(statuses.every((s) => s === 200 || s === 429)).toBe(true);
+      expect(refused).toBeGreaterThan(UNREAD / 2);
+      // Before the bound: every unread answer stayed (+300 MiB and more here). The kernel's socket
+      // buffers take part of each answer out of the meter's memory; what is left is the bound.
+      expect(grewMiB).toBeLessThan(LIMITS.maxAnswerBytesPerToken / MiB + 96);
+      for (const r of unread) r.body.on("error", () => undefined).destroy();
+    } finally {
+      meter.kill("SIGTERM");
+    }
   }, 300_000);
 });

@@ -14,6 +14,11 @@ describe("config", () => {
     expect(c.platform.baseUrl).toBe("https://trajrl.com");
   });
 
+  it("the provider's deadline is upstream's: 900 s per attempt (ClientTimeout(total=900), issue 31 item 4)", () => {
+    expect(loadConfig({}).llm.upstreamTimeoutMs).toBe(900_000);
+    expect(loadConfig({ UPSTREAM_TIMEOUT_S: "120" }).llm.upstreamTimeoutMs).toBe(120_000);
+  });
+
   it("weight-only by default, with the plain-mean cross-check (upstream's defaults)", () => {
     expect(loadConfig({}).evaluation.enabled).toBe(false);
     expect(loadConfig({}).chain.stakeWeighted).toBe(false);

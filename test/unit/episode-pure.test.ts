@@ -157,6 +157,41 @@ describe("failure attribution", () => {
     expect(upstreamFailing([])).toBe(false);
   });
 
+  it("a call the meter ended (episode closed, client gone or not reading, answers over their bound) is not the provider's failure", () => {
+    const r = (
+      status: number,
+      upstream_status: number | null,
+      error_code: string | null,
+      truncated = false,
+    ) => ({
+      status,
+      upstream_status,
+      error_code,
+      truncated,
+    });
+    // Issue 36 item 6(b): a policy leaves one long call in flight and answers its agent with errors;
+    // the close's 503 used to read as the provider failing, and every attempt ended upstream_errors.
+    const closed = r(503, null, "episode_closed", true);
+    expect(isUpstreamFailure(closed)).toBe(false);
+    expect(isUpstreamFailure(r(503, null, "meter_stopped", true))).toBe(false);
+    expect(isUpstreamFailure(r(499, 200, "client_disconnected", true))).toBe(false);
+    expect(isUpstreamFailure(r(200, 200, "client_not_reading", true))).toBe(false);
+    expect(isUpstreamFailure(r(429, 200, "answer_bytes_limit", true))).toBe(false);
+    expect(upstreamFailing([closed])).toBe(false);
+    expect(upstreamFailing([r(200, 200, null), closed])).toBe(false);
+    // The provider's own failure before it still decides.
+    expect(upstreamFailing([r(504, null, "upstream_timeout"), closed])).toBe(true);
+    expect(
+      attributeAgentEnd({
+        exitCode: 1,
+        oomKilled: false,
+        summaryReason: "llm_error",
+        summaryCode: "http_400",
+        upstreamFailing: upstreamFailing([closed]),
+      }),
+    ).toMatchObject({ class: "policy", code: "policy_errors" });
+  });
+
   it("an upstream or infra failure outranks earlier policy ones", () => {
     const p = { class: "policy" as const, code: "agent_timeout" as const, message: "" };
     const i = { class: "infra" as const, code: "verifier_no_result" as const, message: "" };

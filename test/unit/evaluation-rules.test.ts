@@ -19,7 +19,10 @@ import {
   followsThePack,
   looksLikeProviderFailure,
   MAX_ATTEMPTS,
+  type MeterFacts,
+  PROVIDER_HANG_S,
   type Provenance,
+  providerBilled,
   SHUTDOWN,
   TRUNCATED,
 } from "../../src/evaluation/index.js";
@@ -129,6 +132,98 @@ describe("upstream's provider-failure rule (TestLooksLikeProviderFailure, case f
     expect(
       looksLikeProviderFailure([hermesFailed("a", 1), ep("b", { exitCode: 1, costUsd: 0.000001 })]),
     ).toBe(false);
+  });
+});
+
+const facts = (o: Partial<MeterFacts> = {}): MeterFacts => ({
+  calls: 0,
+  errors: 0,
+  cut: 0,
+  refused: {},
+  estimatedUsd: 0,
+  longestWaitS: 0,
+  ...o,
+});
+
+describe("calls booked at their reservation (ours: upstream's meter never settles them)", () => {
+  it("a policy's calls aborted by the episode's close are billed: its run is scored, not discarded (issue 36 item 6)", () => {
+    // The policy left a call in flight and failed its agent: the close booked the call's reservation.
+    const left = (s: string) => ({
+      ...ep(s, { exitCode: 1, costUsd: 0.078 }),
+      meter: facts({ calls: 1, errors: 1, estimatedUsd: 0.078, longestWaitS: 4 }),
+    });
+    expect(providerBilled(left("a"))).toBe(true);
+    expect(looksLikeProviderFailure(["a", "b", "c"].map(left))).toBe(false);
+  });
+  it("reservations of calls a hanging provider never answered are not a bill: an outage still discards", () => {
+    const hung = (s: string) => ({
+      ...ep(s, { exitCode: null, killedBy: "watchdog_no_call", costUsd: 0.02 }),
+      meter: facts({ calls: 2, errors: 2, estimatedUsd: 0.02, longestWaitS: PROVIDER_HANG_S + 55 }),
+    });
+    expect(providerBilled(hung("a"))).toBe(false);
+    expect(looksLikeProviderFailure(["a", "b"].map(hung))).toBe(true);
+    // Any call billed on the provider's usage is a bill, whatever else waited.
+    const mixed = { ...hung("c"), costUsd: 0.021 };
+    expect(providerBilled(mixed)).toBe(true);
+  });
+});
+
+describe("the provider-failure discard says what the meter saw (issue 31 item 6)", () => {
+  const final = (o: EpisodeOutcome) => ({ outcome: o, disposition: "final" as const });
+  const failure = (code: ErrorCode, message: string) => ({ class: "policy" as const, code, message });
+
+  it("every call refused for the allowlist: the provider was never called, no key to check", () => {
+    const offList = (s: string) => ({
+      ...ep(s, {
+        exitCode: 1,
+        failure: failure("policy_errors", "the policy answered the agent with errors (http_400)"),
+      }),
+      meter: facts({ refused: { model: 37 } }),
+    });
+    const d = discardReason(["a", "b", "c"].map((s) => final(offList(s))));
+    expect(d?.code).toBe("llm_provider_failure");
+    expect(d?.message).toContain("0 forwarded to the provider, 111 refused for the allowlist");
+    expect(d?.message).toContain("policy_errors ×3");
+    expect(d?.message).toContain("The provider was never called");
+    expect(d?.message).not.toContain("credits");
+  });
+
+  it("a policy sidecar that dies at once: its exit is named", () => {
+    const crashed = (s: string) => ({
+      ...ep(s, {
+        exitCode: null,
+        killedBy: "policy_exited",
+        failure: failure("policy_crashed", "the policy sidecar exited with status 3 while the agent ran"),
+      }),
+      meter: facts(),
+    });
+    const d = discardReason(["a", "b"].map((s) => final(crashed(s))));
+    expect(d?.message).toContain("0 forwarded to the provider");
+    expect(d?.message).toContain(
+      "policy_crashed ×2 (the policy sidecar exited with status 3 while the agent ran)",
+    );
+    expect(d?.message).not.toContain("credits");
+  });
+
+  it("calls the provider failed: the key, credits and network are named", () => {
+    const down = (s: string) => ({
+      ...ep(s, {
+        exitCode: 1,
+        failure: {
+          class: "upstream" as const,
+          code: "upstream_errors" as const,
+          message: "the provider failed (http_503)",
+        },
+      }),
+      status: "failed" as const,
+      meter: facts({ calls: 6, errors: 6, refused: { cap: 1 } }),
+    });
+    const d = discardReason(
+      ["a", "b"].map((s) => ({ outcome: down(s), disposition: "unresolved" as const })),
+    );
+    expect(d?.code).toBe("llm_provider_failure");
+    expect(d?.message).toContain("12 forwarded to the provider (12 failed there), 2 refused for the cap");
+    expect(d?.message).toContain("Check the LLM key, credits and network.");
   });
 });
 
