@@ -20,6 +20,7 @@ export default defineConfig({
           name: "main",
           include: ["test/**/*.test.ts"],
           exclude: ["test/**/*.serial.test.ts", "**/node_modules/**"],
+          env: { EPISODE_RUNTIME: "runc" },
           fileParallelism: true,
           maxWorkers: 2,
           sequence: { groupOrder: 0 },

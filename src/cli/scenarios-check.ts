@@ -12,6 +12,13 @@ import { numberFlag } from "./flags.js";
 import { humanOutput, out, warn } from "./io.js";
 import { parseSpecFlag, type ScenariosDirFlags, scenariosDirOf } from "./scenarios-flags.js";
 
+/** Which runtime the check proves the scenarios under (the one episodes use: EPISODE_RUNTIME). */
+function runtimeLine(r: import("../sandbox/index.js").EpisodeRuntime | undefined): string {
+  if (!r) return "runtime: unknown";
+  const what = r.gvisor ? "gVisor" : "the host's kernel";
+  return `runtime: ${r.name} (${what}; EPISODE_RUNTIME=${r.setting})${r.fallback ? ` — ${r.fallback}` : ""}`;
+}
+
 interface CheckFlags extends ScenariosDirFlags {
   suite?: string;
   bench?: string;
@@ -80,8 +87,10 @@ export function registerScenariosCheck(scenarios: Command): void {
         socketPath: config.evaluation.dockerSocket,
         firewall: "off",
         reapIntervalMs: 0,
+        episodeRuntime: config.evaluation.episodeRuntime,
         log,
       });
+      say(runtimeLine(sandbox.episodeRuntime));
       const ac = new AbortController();
       const stop = () => ac.abort(new Error("interrupted"));
       process.once("SIGINT", stop);

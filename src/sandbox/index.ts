@@ -98,6 +98,19 @@ export {
   FrameDecoder,
   type RelayLink,
 } from "./relay.js";
+export {
+  type ContainerRuntime,
+  chooseEpisodeRuntime,
+  containerRuntime,
+  type EpisodeRuntime,
+  type EpisodeRuntimeSetting,
+  engineRuntimes,
+  GVISOR_RUNTIME,
+  gvisorProcessBounds,
+  RUNC,
+  RUNC_RUNTIME,
+  RUNS_EPISODE_CODE,
+} from "./runtime.js";
 export { allocateLoopback, type EpisodeTopology, Sandbox, type SandboxOptions } from "./sandbox.js";
 export { hostAddress } from "./subnet.js";
 export {

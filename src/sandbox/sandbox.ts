@@ -18,6 +18,14 @@ import { containerIdFromMountinfo, LABEL, newSession, type SandboxSession, uniqu
 import { type EpisodeNetwork, NetworkPool } from "./networks.js";
 import { type EpisodeScope, Reaper } from "./reaper.js";
 import { attachRelay } from "./relay.js";
+import {
+  bindEpisodeRuntime,
+  chooseEpisodeRuntime,
+  type EpisodeRuntime,
+  type EpisodeRuntimeSetting,
+  engineRuntimes,
+  runtimeClient,
+} from "./runtime.js";
 import { cidrSize, intToIp, parseCidr } from "./subnet.js";
 
 /**
@@ -68,6 +76,11 @@ export interface SandboxOptions {
   remote?: { relayImage: string };
   /** The engine running the daemon's own container, for the reaper (default: this engine; null: none). */
   ownerDocker?: Docker | null;
+  /**
+   * EPISODE_RUNTIME: the OCI runtime of the containers that run miners' and models' code
+   * (src/sandbox/runtime.ts), resolved against the engine's runtimes at every start. Default runc.
+   */
+  episodeRuntime?: EpisodeRuntimeSetting;
 }
 
 /** Loopback addresses taken by remote episodes' meter listeners in this process. */
@@ -113,11 +126,16 @@ export class Sandbox {
   readonly engineWatch: EngineWatch;
   readonly log: Logger;
   readonly poolCidr: string;
+  /** The engine client episodes use: a view of the connection carrying this sandbox's episode runtime. */
+  readonly docker: Docker;
+  private runtime: EpisodeRuntime | undefined;
 
   private constructor(
-    readonly docker: Docker,
+    connection: Docker,
     private readonly opts: SandboxOptions,
   ) {
+    const docker = runtimeClient(connection);
+    this.docker = docker;
     this.log = opts.log ?? silentLogger;
     this.session = newSession();
     this.poolCidr = opts.poolCidr ?? "10.213.0.0/16";
@@ -154,6 +172,7 @@ export class Sandbox {
   async start(): Promise<void> {
     await engine("docker_unavailable", "no Docker engine answers", () => this.docker.ping());
     if (!this.started) await this.warnOnDnsLeak();
+    await this.resolveEpisodeRuntime();
     const opts = this.opts;
     if ((opts.firewall ?? "iptables") === "iptables") {
       if (opts.remote)
@@ -177,6 +196,25 @@ export class Sandbox {
     const every = opts.reapIntervalMs ?? 60_000;
     if (every > 0) this.reaper.start(every);
     await this.engineWatch.start();
+  }
+
+  /** The episode runtime resolved at the last start (undefined before the first). */
+  get episodeRuntime(): EpisodeRuntime | undefined {
+    return this.runtime;
+  }
+
+  /** EPISODE_RUNTIME against the engine's runtimes (again at every start: an engine can change). */
+  private async resolveEpisodeRuntime(): Promise<void> {
+    const setting = this.opts.episodeRuntime ?? "runc";
+    const available = setting === "runc" ? [] : await engineRuntimes(this.docker);
+    const choice = chooseEpisodeRuntime(setting, available);
+    bindEpisodeRuntime(this.docker, choice);
+    const changed = this.runtime?.name !== choice.name;
+    this.runtime = choice;
+    if (!changed) return;
+    if (choice.fallback)
+      this.log.warn({ setting, runtime: choice.name, reason: choice.fallback }, "sandbox.episode_runtime");
+    else this.log.info({ setting, runtime: choice.name }, "sandbox.episode_runtime");
   }
 
   /** Engines known to leak DNS from internal networks are named; episodes get --dns 127.0.0.1 anyway. */
