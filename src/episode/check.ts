@@ -53,6 +53,8 @@ export interface CheckRow {
   /** The hostile probe graded as the deliverable. */
   hostile: { quality: number; tests: number; passed: number } | undefined;
   nullFloor: number | undefined;
+  /** The OCI runtime the reference run and the graders ran under (the episodes' runtime: runsc = gVisor). */
+  runtime: string;
   ok: boolean;
   problems: string[];
   ms: { build: number; solve: number; grade: number; total: number };
@@ -143,6 +145,7 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
     empty: undefined,
     hostile: undefined,
     nullFloor: scenario.task.metadata?.null_floor,
+    runtime: opts.sandbox.episodeRuntime?.name ?? "runc",
     ok: false,
     problems: [],
     ms: { build: 0, solve: 0, grade: 0, total: 0 },

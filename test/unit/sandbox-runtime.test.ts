@@ -3,6 +3,7 @@
  * engine's runtimes, and the role of each container deciding between the episode runtime and runc.
  */
 import { describe, expect, it } from "vitest";
+import { runtimeResult } from "../../src/cli/check-runtime.js";
 import { loadConfig } from "../../src/config.js";
 import { ValidatorError } from "../../src/errors.js";
 import { createOptions, SIDECAR_LIMITS } from "../../src/sandbox/container-spec.js";
@@ -131,5 +132,46 @@ describe("the runtime of each container", () => {
     // Still the connection underneath: same modem, same methods.
     expect(a.modem).toBe(connection.modem);
     expect((a as unknown as { ping(): string }).ping()).toBe("pong");
+  });
+});
+
+describe("check's runtime line", () => {
+  const gv = { setting: "auto" as const, name: "runsc", gvisor: true };
+  const fb = { setting: "auto" as const, name: "runc", gvisor: false, fallback: "no runsc" };
+
+  it("gVisor everywhere: ok", () => {
+    const r = runtimeResult([{ name: "local", runtime: gv }], "auto", "finney");
+    expect([r.level, r.detail]).toEqual(["ok", "EPISODE_RUNTIME=auto: local runsc (gVisor)"]);
+  });
+
+  it("runc on finney or test: a warning naming the engines; on a local chain: ok", () => {
+    const engines = [
+      { name: "local", runtime: gv },
+      { name: "b", runtime: fb },
+    ];
+    for (const network of ["finney", "test"] as const) {
+      const r = runtimeResult(engines, "auto", network);
+      expect(r.level).toBe("warn");
+      expect(r.detail).toContain(`shares the host's kernel on b (${network})`);
+      expect(r.fix).toContain("scripts/runsc-up.sh --print");
+    }
+    expect(runtimeResult(engines, "auto", "local").level).toBe("ok");
+  });
+
+  it("an engine without the runtime asked for: FAIL when it is the first (it builds the images), else a warning", () => {
+    const missing = { name: "b", problem: "EPISODE_RUNTIME=runsc but the engine has no runtime named runsc" };
+    const first = runtimeResult(
+      [missing, { name: "c", runtime: { ...gv, setting: "runsc" } }],
+      "runsc",
+      "local",
+    );
+    expect(first.level).toBe("fail");
+    expect(first.detail).toContain("b: EPISODE_RUNTIME=runsc but");
+    const second = runtimeResult(
+      [{ name: "c", runtime: { ...gv, setting: "runsc" } }, missing],
+      "runsc",
+      "finney",
+    );
+    expect(second.level).toBe("warn");
   });
 });
