@@ -225,6 +225,7 @@ export const ERROR_CODES = [
   "relay_attach_failed",
   "relay_closed",
   "relay_not_ready",
+  "scenario_not_for_gvisor",
   "subnet_pool_exhausted",
   // scenarios/
   "scenario_invalid",

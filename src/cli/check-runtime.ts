@@ -4,13 +4,13 @@
  * vote comes of it (finney, test): miners' and models' code would share the host's kernel there.
  */
 import type { Config } from "../config.js";
-import type { EpisodeRuntime } from "../sandbox/index.js";
+import type { ResolvedRuntime } from "../sandbox/index.js";
 import type { CheckLevel, CheckResult } from "./check.js";
 import { withTimeout } from "./within.js";
 
 interface EngineRuntime {
   name: string;
-  runtime?: EpisodeRuntime;
+  runtime?: ResolvedRuntime;
   problem?: string;
 }
 

@@ -12,11 +12,22 @@ import { numberFlag } from "./flags.js";
 import { humanOutput, out, warn } from "./io.js";
 import { parseSpecFlag, type ScenariosDirFlags, scenariosDirOf } from "./scenarios-flags.js";
 
-/** Which runtime the check proves the scenarios under (the one episodes use: EPISODE_RUNTIME). */
-function runtimeLine(r: import("../sandbox/index.js").EpisodeRuntime | undefined): string {
-  if (!r) return "runtime: unknown";
-  const what = r.gvisor ? "gVisor" : "the host's kernel";
-  return `runtime: ${r.name} (${what}; EPISODE_RUNTIME=${r.setting})${r.fallback ? ` — ${r.fallback}` : ""}`;
+/**
+ * The engine, with the runtime episodes use (EPISODE_RUNTIME): the check proves each scenario under
+ * it (each row names it). No episode networks are made here, so no host firewall (nor root).
+ */
+function openCheckSandbox(
+  sandboxMod: typeof import("../sandbox/index.js"),
+  config: import("../config.js").Config,
+  log: import("../log.js").Logger,
+) {
+  return sandboxMod.Sandbox.open({
+    socketPath: config.evaluation.dockerSocket,
+    firewall: "off",
+    reapIntervalMs: 0,
+    episodeRuntime: config.evaluation.episodeRuntime,
+    log,
+  });
 }
 
 interface CheckFlags extends ScenariosDirFlags {
@@ -82,15 +93,7 @@ export function registerScenariosCheck(scenarios: Command): void {
         level: config.logLevel === "info" ? "warn" : config.logLevel,
         destination: (await import("pino")).default.destination(2),
       });
-      // No episode networks are made here, so the host firewall is not needed (nor root).
-      const sandbox = await sandboxMod.Sandbox.open({
-        socketPath: config.evaluation.dockerSocket,
-        firewall: "off",
-        reapIntervalMs: 0,
-        episodeRuntime: config.evaluation.episodeRuntime,
-        log,
-      });
-      say(runtimeLine(sandbox.episodeRuntime));
+      const sandbox = await openCheckSandbox(sandboxMod, config, log);
       const ac = new AbortController();
       const stop = () => ac.abort(new Error("interrupted"));
       process.once("SIGINT", stop);

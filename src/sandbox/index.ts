@@ -102,16 +102,22 @@ export {
   type ContainerRuntime,
   chooseEpisodeRuntime,
   containerRuntime,
-  type EpisodeRuntime,
   type EpisodeRuntimeSetting,
   engineRuntimes,
   GVISOR_RUNTIME,
   gvisorProcessBounds,
+  type ResolvedRuntime,
   RUNC,
   RUNC_RUNTIME,
   RUNS_EPISODE_CODE,
 } from "./runtime.js";
-export { allocateLoopback, type EpisodeTopology, Sandbox, type SandboxOptions } from "./sandbox.js";
+export {
+  allocateLoopback,
+  type EpisodeTopology,
+  Sandbox,
+  type SandboxOptions,
+  type ScenarioRuntimeNeeds,
+} from "./sandbox.js";
 export { hostAddress } from "./subnet.js";
 export {
   type ArchivedPath,

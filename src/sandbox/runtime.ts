@@ -48,7 +48,7 @@ export interface ContainerRuntime {
 export const RUNC_RUNTIME: ContainerRuntime = { name: RUNC, gvisor: false };
 
 /** The runtime an engine's episodes use, and why it is not gVisor when `auto` found none. */
-export interface EpisodeRuntime extends ContainerRuntime {
+export interface ResolvedRuntime extends ContainerRuntime {
   setting: EpisodeRuntimeSetting;
   /** `auto` on an engine without gVisor: what the operator should know. */
   fallback?: string;
@@ -58,7 +58,7 @@ export interface EpisodeRuntime extends ContainerRuntime {
 export function chooseEpisodeRuntime(
   setting: EpisodeRuntimeSetting,
   available: readonly string[],
-): EpisodeRuntime {
+): ResolvedRuntime {
   if (setting === "runc") return { setting, ...RUNC_RUNTIME };
   if (available.includes(GVISOR_RUNTIME)) return { setting, name: GVISOR_RUNTIME, gvisor: true };
   const have = available.length ? available.join(", ") : "none listed";
@@ -127,7 +127,29 @@ export function containerRuntime(
 ): ContainerRuntime {
   const role = labels[LABEL.role] as Role | undefined;
   const helper = role !== undefined && RUNS_EPISODE_CODE[role] === false;
-  return helper ? RUNC_RUNTIME : episodeRuntime;
+  const pinned = labels[LABEL.runtime] === RUNC;
+  return helper || pinned ? RUNC_RUNTIME : episodeRuntime;
+}
+
+/**
+ * Pure: the runtime pinned on an episode whose scenario declared it cannot run under gVisor
+ * (task.toml `[metadata] not_under_gvisor = "why"`), or undefined when the episode runtime stands.
+ * `auto` runs such a scenario under runc; `runsc` refuses it (infra: the run is discarded, never a
+ * silent 0 for every pack).
+ */
+export function pinnedRuntime(
+  episode: ResolvedRuntime | undefined,
+  scenario: string,
+  notUnderGvisor: string | undefined,
+): string | undefined {
+  if (!notUnderGvisor || !episode?.gvisor) return undefined;
+  if (episode.setting === "runsc")
+    throw new InfraError(
+      "scenario_not_for_gvisor",
+      `scenario ${scenario} cannot run under gVisor (${notUnderGvisor}) and EPISODE_RUNTIME=runsc allows nothing else; EPISODE_RUNTIME=auto runs it under runc`,
+      { retryable: false },
+    );
+  return RUNC;
 }
 
 /**

@@ -21,9 +21,10 @@ import { attachRelay } from "./relay.js";
 import {
   bindEpisodeRuntime,
   chooseEpisodeRuntime,
-  type EpisodeRuntime,
   type EpisodeRuntimeSetting,
   engineRuntimes,
+  pinnedRuntime,
+  type ResolvedRuntime,
   runtimeClient,
 } from "./runtime.js";
 import { cidrSize, intToIp, parseCidr } from "./subnet.js";
@@ -83,6 +84,12 @@ export interface SandboxOptions {
   episodeRuntime?: EpisodeRuntimeSetting;
 }
 
+/** What the sandbox reads of an episode's scenario (src/episode's EpisodeScenario has it). */
+export interface ScenarioRuntimeNeeds {
+  name: string;
+  task: { metadata?: { not_under_gvisor?: string | undefined } | undefined };
+}
+
 /** Loopback addresses taken by remote episodes' meter listeners in this process. */
 const loopbackInUse = new Set<string>();
 
@@ -128,7 +135,7 @@ export class Sandbox {
   readonly poolCidr: string;
   /** The engine client episodes use: a view of the connection carrying this sandbox's episode runtime. */
   readonly docker: Docker;
-  private runtime: EpisodeRuntime | undefined;
+  private runtime: ResolvedRuntime | undefined;
 
   private constructor(
     connection: Docker,
@@ -199,7 +206,7 @@ export class Sandbox {
   }
 
   /** The episode runtime resolved at the last start (undefined before the first). */
-  get episodeRuntime(): EpisodeRuntime | undefined {
+  get episodeRuntime(): ResolvedRuntime | undefined {
     return this.runtime;
   }
 
@@ -232,8 +239,28 @@ export class Sandbox {
       );
   }
 
-  openScope(episodeId: string, ttlMs: number): EpisodeScope {
-    return this.reaper.openScope(episodeId, ttlMs);
+  /**
+   * `scenario`: the episode's scenario. One that declared it cannot run under gVisor (task.toml
+   * `[metadata] not_under_gvisor`) has its containers run under runc (runtime.ts `pinnedRuntime`).
+   */
+  openScope(episodeId: string, ttlMs: number, scenario?: ScenarioRuntimeNeeds): EpisodeScope {
+    const reason = scenario?.task.metadata?.not_under_gvisor;
+    const pinned = pinnedRuntime(this.runtime, scenario?.name ?? "", reason);
+    const scope = this.reaper.openScope(episodeId, ttlMs);
+    if (pinned) {
+      scope.pinnedRuntime = pinned;
+      this.log.warn(
+        { episode: episodeId, scenario: scenario?.name, runtime: pinned, reason },
+        "sandbox.scenario_not_under_gvisor",
+      );
+    }
+    return scope;
+  }
+
+  /** The runtime of a scenario's episode code (what `openScope` gives it); `scenarios check` reports it. */
+  runtimeFor(scenario: ScenarioRuntimeNeeds): string {
+    const reason = scenario.task.metadata?.not_under_gvisor;
+    return pinnedRuntime(this.runtime, scenario.name, reason) ?? this.runtime?.name ?? "runc";
   }
 
   /**

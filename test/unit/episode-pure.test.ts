@@ -212,8 +212,12 @@ describe("check table", () => {
       },
     ]);
     const lines = table.split("\n");
-    expect(lines[0]).toMatch(/^scenario\s+reference\s+empty\s+hostile\s+null_floor\s+result\s+seconds$/);
-    expect(lines[1]).toMatch(/^a\s+6\/6 \(1\)\s+1\/6 \(0\.1667\)\s+1\/6 \(0\.1667\)\s+0\.1667\s+ok\s+1\.5$/);
+    expect(lines[0]).toMatch(
+      /^scenario\s+reference\s+empty\s+hostile\s+null_floor\s+result\s+seconds\s+runtime$/,
+    );
+    expect(lines[1]).toMatch(
+      /^a\s+6\/6 \(1\)\s+1\/6 \(0\.1667\)\s+1\/6 \(0\.1667\)\s+0\.1667\s+ok\s+1\.5\s+runsc$/,
+    );
     expect(lines[2]).toMatch(/^bb\s+-\s+-\s+-\s+0\s+FAIL/);
     expect(lines[3]).toBe("  bb: image_build_failed: boom");
   });

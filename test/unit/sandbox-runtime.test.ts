@@ -15,6 +15,7 @@ import {
   containerRuntime,
   episodeRuntimeOf,
   gvisorProcessBounds,
+  pinnedRuntime,
   RUNC_RUNTIME,
   RUNS_EPISODE_CODE,
   runtimeClient,
@@ -79,6 +80,12 @@ describe("the runtime of each container", () => {
   it("a container of no known role is treated as episode code", () => {
     expect(containerRuntime({}, GVISOR)).toEqual(GVISOR);
     expect(containerRuntime(withRole("something-new"), GVISOR)).toEqual(GVISOR);
+  });
+
+  it("an episode pinned to runc (a scenario not for gVisor) runs its code under runc", () => {
+    expect(containerRuntime({ ...withRole("verifier"), [LABEL.runtime]: "runc" }, GVISOR)).toEqual(
+      RUNC_RUNTIME,
+    );
   });
 
   it("every role is classified", () => {
@@ -173,5 +180,26 @@ describe("check's runtime line", () => {
       "finney",
     );
     expect(second.level).toBe("warn");
+  });
+});
+
+describe("a scenario that cannot run under gVisor", () => {
+  const auto = { setting: "auto" as const, name: "runsc", gvisor: true };
+  it("auto: runc; runsc: refused as infra; on runc, or for any other scenario: nothing pinned", () => {
+    expect(pinnedRuntime(auto, "s", "why")).toBe("runc");
+    expect(() => pinnedRuntime({ ...auto, setting: "runsc" }, "s", "why")).toThrow(
+      expect.objectContaining({ code: "scenario_not_for_gvisor", failureClass: "infra" }),
+    );
+    expect(pinnedRuntime({ setting: "auto", ...RUNC_RUNTIME }, "s", "why")).toBeUndefined();
+    expect(pinnedRuntime(auto, "s", undefined)).toBeUndefined();
+    expect(pinnedRuntime(undefined, "s", "why")).toBeUndefined();
+  });
+
+  it("task.toml says why, and only bounded-async-runner of the built-in suite says it", async () => {
+    const { loadCatalogue } = await import("../../src/scenarios/index.js");
+    const catalogue = await loadCatalogue(new URL("../../scenarios", import.meta.url).pathname);
+    const declared = catalogue.filter((s) => s.task.metadata.not_under_gvisor);
+    expect(declared.map((s) => s.name)).toEqual(["bounded-async-runner"]);
+    expect(declared[0]!.task.metadata.not_under_gvisor).toMatch(/SO_PEERCRED/);
   });
 });
