@@ -58,6 +58,8 @@ start_engine() {
     # The episode networks come from a dedicated pool (see src/sandbox); give the
     # default bridge pools room so hundreds of networks a day never exhaust them.
     nohup dockerd --default-address-pool base=172.80.0.0/12,size=24 >>"$LOG" 2>&1 &
+    # This engine is the set-up's own: scripts/runsc-up.sh may register gVisor with it.
+    echo "$!" >"${TRAJRL_DOCKERD_MARKER:-/var/run/trajrl-dockerd.pid}"
   fi
   for _ in $(seq 1 120); do
     if [ -S "$SOCK" ] && engine_answers; then say "engine up: $(docker version --format '{{.Server.Version}}')"; return 0; fi

@@ -90,6 +90,7 @@ export const ENV_SCHEMA = {
   EPISODE_SUBNET_POOL: z.string().default("10.213.0.0/16"),
   DOCKER_SOCKET: z.string().default("/var/run/docker.sock"),
   DAEMON_IN_CONTAINER: optional(bool),
+  EPISODE_RUNTIME: z.enum(["auto", "runsc", "runc"]).default("auto"),
   // The engine pool: episodes spread over several Docker engines (README, "Several hosts")
   ENGINES: optional(
     z.string().transform((text, ctx) => {
@@ -269,6 +270,8 @@ export interface Config {
     subnetPool: string;
     dockerSocket: string;
     daemonInContainer: boolean | undefined;
+    /** EPISODE_RUNTIME: the OCI runtime of every container running miners' or models' code (src/sandbox/runtime.ts). */
+    episodeRuntime: "auto" | "runsc" | "runc";
     /**
      * The engines episodes run on (ENGINES), the first of which builds and pulls the images; without
      * ENGINES one engine, the local socket, with the evaluation's concurrency (`explicit` false).
@@ -364,6 +367,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       subnetPool: e.EPISODE_SUBNET_POOL,
       dockerSocket: e.DOCKER_SOCKET,
       daemonInContainer: e.DAEMON_IN_CONTAINER,
+      episodeRuntime: e.EPISODE_RUNTIME,
       engines: {
         list: (e.ENGINES ?? [{ name: "local", url: "local", slots: undefined }]).map((x) =>
           x.url === "local" ? { ...x, url: `unix://${resolve(e.DOCKER_SOCKET)}` } : x,

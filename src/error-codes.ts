@@ -202,7 +202,9 @@ export const ERROR_CODES = [
   "docker_timeout",
   "engine_firewall_failed",
   "engine_firewall_missing",
+  "engine_info_invalid",
   "engine_not_linux",
+  "engine_runtime_missing",
   "engine_ssh_key_unreadable",
   "engine_tls_missing",
   "engine_tls_unreadable",
@@ -226,6 +228,7 @@ export const ERROR_CODES = [
   "relay_attach_failed",
   "relay_closed",
   "relay_not_ready",
+  "scenario_not_for_gvisor",
   "subnet_pool_exhausted",
   // scenarios/
   "scenario_invalid",

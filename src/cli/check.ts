@@ -1,6 +1,6 @@
 /**
  * `trajrl-validator check`: the operator's preflight, run right after `up -d` (README). One line per
- * check — wallet, chain, platform, model provider, Docker, the engine pool, firewall, disk — each ok, warn or FAIL,
+ * check — wallet, chain, platform, model provider, Docker, the engine pool, the episode runtime, firewall, disk — each ok, warn or FAIL,
  * with what to change when it is not ok, named as the operator sets it (in the compose deployment:
  * the host-side settings of docker/.env, not the paths inside the container). Exit 0 when nothing
  * FAILed, 1 otherwise. The image's entrypoint runs `check --only wallet` before the daemon starts.
@@ -9,7 +9,9 @@ import type { Stats } from "node:fs";
 import type { Command } from "commander";
 import type { Config } from "../config.js";
 import { IDENTITY } from "../version.js";
+import { checkRuntime } from "./check-runtime.js";
 import { out } from "./io.js";
+import { withTimeout } from "./within.js";
 
 export type CheckLevel = "ok" | "warn" | "fail";
 
@@ -28,6 +30,7 @@ export const CHECKS = [
   "llm",
   "docker",
   "engines",
+  "runtime",
   "firewall",
   "disk",
 ] as const;
@@ -105,18 +108,6 @@ export function renderChecks(results: readonly CheckResult[]): string {
 }
 
 const GiB = 1024 ** 3;
-
-async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([p, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 interface Ctx {
   config: Config;
@@ -444,6 +435,7 @@ const RUNNERS: Record<CheckName, (ctx: Ctx) => Promise<CheckResult>> = {
   llm: evaluatingOnly("llm", checkLlm),
   docker: evaluatingOnly("docker", checkDocker),
   engines: evaluatingOnly("engines", checkEngines),
+  runtime: evaluatingOnly("runtime", checkRuntime),
   firewall: evaluatingOnly("firewall", checkFirewall),
   disk: checkDisk,
 };

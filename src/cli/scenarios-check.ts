@@ -12,6 +12,24 @@ import { numberFlag } from "./flags.js";
 import { humanOutput, out, warn } from "./io.js";
 import { parseSpecFlag, type ScenariosDirFlags, scenariosDirOf } from "./scenarios-flags.js";
 
+/**
+ * The engine, with the runtime episodes use (EPISODE_RUNTIME): the check proves each scenario under
+ * it (each row names it). No episode networks are made here, so no host firewall (nor root).
+ */
+function openCheckSandbox(
+  sandboxMod: typeof import("../sandbox/index.js"),
+  config: import("../config.js").Config,
+  log: import("../log.js").Logger,
+) {
+  return sandboxMod.Sandbox.open({
+    socketPath: config.evaluation.dockerSocket,
+    firewall: "off",
+    reapIntervalMs: 0,
+    episodeRuntime: config.evaluation.episodeRuntime,
+    log,
+  });
+}
+
 interface CheckFlags extends ScenariosDirFlags {
   suite?: string;
   bench?: string;
@@ -75,13 +93,7 @@ export function registerScenariosCheck(scenarios: Command): void {
         level: config.logLevel === "info" ? "warn" : config.logLevel,
         destination: (await import("pino")).default.destination(2),
       });
-      // No episode networks are made here, so the host firewall is not needed (nor root).
-      const sandbox = await sandboxMod.Sandbox.open({
-        socketPath: config.evaluation.dockerSocket,
-        firewall: "off",
-        reapIntervalMs: 0,
-        log,
-      });
+      const sandbox = await openCheckSandbox(sandboxMod, config, log);
       const ac = new AbortController();
       const stop = () => ac.abort(new Error("interrupted"));
       process.once("SIGINT", stop);

@@ -168,6 +168,7 @@ export async function openEnvironment(config: Config, opts: OpenEnvironmentOptio
       sshAgent: engines.sshAgent,
       poolCidr: config.evaluation.subnetPool,
       daemonInContainer: config.evaluation.daemonInContainer,
+      episodeRuntime: config.evaluation.episodeRuntime,
       log: log.child({ component: "pool" }),
       observer: live,
       kv: new KvRepo(db),

@@ -53,6 +53,8 @@ export interface CheckRow {
   /** The hostile probe graded as the deliverable. */
   hostile: { quality: number; tests: number; passed: number } | undefined;
   nullFloor: number | undefined;
+  /** The OCI runtime the reference run and the graders ran under (the episodes' runtime: runsc = gVisor). */
+  runtime: string;
   ok: boolean;
   problems: string[];
   ms: { build: number; solve: number; grade: number; total: number };
@@ -84,7 +86,7 @@ async function runReference(
   scopeId: string,
   signal: AbortSignal | undefined,
 ): Promise<{ deliverable: Buffer | undefined; problem?: string; log: string }> {
-  const scope = sb.openScope(scopeId, (scenario.task.agent.timeout_sec + 120) * 1000);
+  const scope = sb.openScope(scopeId, (scenario.task.agent.timeout_sec + 120) * 1000, scenario);
   try {
     const name = `trajrl-${safeName(scopeId)}-solve`;
     scope.trackContainer(name);
@@ -132,10 +134,12 @@ async function runReference(
   }
 }
 
-export async function checkScenario(scenario: EpisodeScenario, opts: CheckOptions): Promise<CheckRow> {
-  const log = (opts.log ?? silentLogger).child({ scenario: scenario.name });
-  const t0 = performance.now();
-  const row: CheckRow = {
+/** How long the check's grading scope (the reference's and the empty deliverable's) may live. */
+const gradingTtlMs = (s: EpisodeScenario) => (s.task.verifier.timeout_sec * 2 + 120) * 1000;
+
+/** A row before anything ran: not ok until every figure is in. */
+function emptyRow(scenario: EpisodeScenario, runtime: string): CheckRow {
+  return {
     scenario: scenario.name,
     image: undefined,
     imageBuilt: false,
@@ -143,10 +147,17 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
     empty: undefined,
     hostile: undefined,
     nullFloor: scenario.task.metadata?.null_floor,
+    runtime,
     ok: false,
     problems: [],
     ms: { build: 0, solve: 0, grade: 0, total: 0 },
   };
+}
+
+export async function checkScenario(scenario: EpisodeScenario, opts: CheckOptions): Promise<CheckRow> {
+  const log = (opts.log ?? silentLogger).child({ scenario: scenario.name });
+  const t0 = performance.now();
+  const row = emptyRow(scenario, opts.sandbox.runtimeFor(scenario));
   const id = `check-${safeName(scenario.name, 24)}-${randomBytes(3).toString("hex")}`;
   try {
     const image = await opts.images.scenario(scenario, opts.signal);
@@ -172,7 +183,7 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
     if (ref.problem && ref.log) log.warn({ log: ref.log.slice(-2000) }, "check.solve.output");
 
     const t2 = performance.now();
-    const scope = opts.sandbox.openScope(`${id}-b`, (scenario.task.verifier.timeout_sec * 2 + 120) * 1000);
+    const scope = opts.sandbox.openScope(`${id}-b`, gradingTtlMs(scenario), scenario);
     const verifier = opts.verifier ?? { kind: "builtin" };
     const testFiles = scenario.testFiles;
     if (verifier.kind === "bench" && !testFiles)
@@ -309,7 +320,7 @@ export async function checkScenarios(
 /** The table `scenarios check` prints. */
 export function formatCheckTable(rows: readonly CheckRow[]): string {
   const fmt = (g: CheckRow["reference"]) => (g ? `${g.passed}/${g.tests} (${round4(g.quality)})` : "-");
-  const header = ["scenario", "reference", "empty", "hostile", "null_floor", "result", "seconds"];
+  const header = ["scenario", "reference", "empty", "hostile", "null_floor", "result", "seconds", "runtime"];
   const body = rows.map((r) => [
     r.scenario,
     fmt(r.reference),
@@ -318,6 +329,7 @@ export function formatCheckTable(rows: readonly CheckRow[]): string {
     r.nullFloor === undefined ? "-" : String(r.nullFloor),
     r.ok ? "ok" : "FAIL",
     (r.ms.total / 1000).toFixed(1),
+    r.runtime,
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
   const line = (cells: string[]) =>

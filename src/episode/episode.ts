@@ -85,7 +85,7 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
 
     // Topology and the meter's listener for this episode (opened once the images exist: the
     // scope's expiry label must not count a long first build).
-    run.scope = sandbox.openScope(episodeId, healthMs + agentMs + verifierMs + 15 * 60_000);
+    run.scope = sandbox.openScope(episodeId, healthMs + agentMs + verifierMs + 15 * 60_000, scenario);
     const topo = await sandbox.createTopology(run.scope);
     listener = await meter.listen(topo.meterBindHost, topo.meterPort, run.token);
     lap("topology");

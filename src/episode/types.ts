@@ -27,7 +27,12 @@ export interface EpisodeScenario {
   task: {
     agent: { timeout_sec: number };
     verifier: { timeout_sec: number; agent_output_path: string; report?: "harness" | "files" };
-    metadata?: { null_floor?: number | undefined; tests?: number | undefined };
+    metadata?: {
+      null_floor?: number | undefined;
+      tests?: number | undefined;
+      /** Why this scenario cannot run under gVisor (the built-in suite's task.toml); its episodes run under runc. */
+      not_under_gvisor?: string | undefined;
+    };
   };
 }
 

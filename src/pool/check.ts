@@ -1,7 +1,8 @@
 /**
  * The checks an engine passes before it takes episodes, at start and at every probe: it answers, its
  * API is recent enough, it runs Linux; an engine not on this host gets the meter relay image; its
- * sandbox starts (episode firewall installed and read back, a sweep). All within a time limit.
+ * sandbox starts (episode runtime resolved against its runtimes, episode firewall installed and read
+ * back, a sweep). All within a time limit.
  */
 import { type BuiltImage, type Docker, probeEngine, Sandbox } from "../sandbox/index.js";
 import { type PoolEngine, withTimeout } from "./engine.js";
@@ -17,6 +18,14 @@ export interface CheckHost {
   localDocker: Docker | null;
   /** The engine's event stream ended (explicit pools only). */
   onLost(): void;
+}
+
+/** `auto` found no gVisor on this engine: its episodes run under runc, which the operator must see. */
+function reportRuntime(e: PoolEngine, host: CheckHost): void {
+  const code = `engine_runc:${e.cfg.name}`;
+  const fallback = e.sandbox?.episodeRuntime?.fallback;
+  if (fallback) host.opts.observer?.raise(code, `engine ${e.cfg.name}: ${fallback}`, "warn");
+  else host.opts.observer?.clear?.(code);
 }
 
 export async function checkEngine(e: PoolEngine, host: CheckHost): Promise<void> {
@@ -43,9 +52,11 @@ export async function checkEngine(e: PoolEngine, host: CheckHost): Promise<void>
           : {}),
         // Owner containers (a daemon in a container) live on this host's engine, if there is one.
         ownerDocker: e.remote ? host.localDocker : conn.docker,
+        ...(host.opts.episodeRuntime ? { episodeRuntime: host.opts.episodeRuntime } : {}),
       });
       if (host.opts.explicit) e.sandbox.engineWatch.onLost = host.onLost;
       await e.sandbox.start();
+      reportRuntime(e, host);
     })(),
     host.opts.checkTimeoutMs ?? 180_000,
     () => conn.sever("the engine's check timed out"),

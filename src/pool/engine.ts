@@ -28,6 +28,8 @@ export interface EngineView {
   /** Images of the current evaluation on this engine, and what was copied or pulled to get them. */
   images: { present: number; wanted: number; copies: number; copiedBytes: number; pulls: number };
   version: string | null;
+  /** The OCI runtime of its episode containers, once checked (EPISODE_RUNTIME, src/sandbox/runtime.ts). */
+  runtime: { name: string; gvisor: boolean } | null;
   lastError: { code: string; message: string; at: number } | null;
   /** When the engine entered its state (unix ms). */
   since: number;
@@ -125,9 +127,15 @@ export function viewOf(e: PoolEngine): EngineView {
       pulls: e.images.pulls,
     },
     version: e.version,
+    runtime: runtimeView(e),
     lastError: e.lastError,
     since: e.since,
   };
+}
+
+function runtimeView(e: PoolEngine): EngineView["runtime"] {
+  const r = e.sandbox?.episodeRuntime;
+  return r ? { name: r.name, gvisor: r.gvisor } : null;
 }
 
 export function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => void, what: string): Promise<T> {

@@ -2,7 +2,7 @@
 import type { BenchProgress } from "../bench/index.js";
 import type { EngineConfig } from "../config.js";
 import type { Logger } from "../log.js";
-import type { BuiltImage, Docker } from "../sandbox/index.js";
+import type { BuiltImage, Docker, EpisodeRuntimeSetting } from "../sandbox/index.js";
 import type { KvRepo } from "../store/index.js";
 import type { EngineView } from "./engine.js";
 
@@ -46,4 +46,9 @@ export interface PoolOptions {
   reapIntervalMs?: number;
   /** Sandbox firewall; "off" only where the operator chose it. */
   firewall?: "iptables" | "off";
+  /**
+   * EPISODE_RUNTIME, resolved on each engine at every check (default runc): an engine without the
+   * runtime asked for fails its check; `auto` on one without gVisor runs runc there, with an alarm.
+   */
+  episodeRuntime?: EpisodeRuntimeSetting;
 }

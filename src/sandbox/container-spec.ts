@@ -1,4 +1,5 @@
 import type Dockerode from "dockerode";
+import { type ContainerRuntime, gvisorProcessBounds, RUNC_RUNTIME } from "./runtime.js";
 
 export interface Limits {
   /** CPUs as a float (1 = one core). */
@@ -62,14 +63,23 @@ export interface ContainerSpec {
  */
 export const EPISODE_DNS_UPSTREAM = "127.0.0.1";
 
-export function createOptions(spec: ContainerSpec): Dockerode.ContainerCreateOptions {
+/**
+ * `runtime`: the OCI runtime, always explicit (src/sandbox/runtime.ts decides which). Under gVisor
+ * the pids limit is the guest's RLIMIT_NPROC and the engine's limit a backstop on host tasks.
+ */
+export function createOptions(
+  spec: ContainerSpec,
+  runtime: ContainerRuntime = RUNC_RUNTIME,
+): Dockerode.ContainerCreateOptions {
   const net = spec.network;
+  const gvisor = runtime.gvisor ? gvisorProcessBounds(spec.limits) : undefined;
   const hostConfig: Dockerode.HostConfig = {
+    Runtime: runtime.name,
     NanoCpus: Math.round(spec.limits.cpus * 1e9),
     Memory: spec.limits.memoryBytes,
     // Equal to Memory: no swap, so the memory limit is real.
     MemorySwap: spec.limits.memoryBytes,
-    PidsLimit: spec.limits.pidsLimit,
+    PidsLimit: gvisor?.hostTasks ?? spec.limits.pidsLimit,
     ReadonlyRootfs: spec.readOnlyRoot ?? false,
     SecurityOpt: ["no-new-privileges"],
     NetworkMode: net.kind === "network" ? net.name : net.kind,
@@ -84,6 +94,7 @@ export function createOptions(spec: ContainerSpec): Dockerode.ContainerCreateOpt
   };
   // The host's namespace takes no resolver setting (the engine refuses --dns with --network host).
   if (net.kind !== "host") hostConfig.Dns = [EPISODE_DNS_UPSTREAM];
+  if (gvisor) hostConfig.Ulimits = [{ Name: "nproc", Soft: gvisor.nproc, Hard: gvisor.nproc }];
   if (spec.dropAllCaps) hostConfig.CapDrop = ["ALL"];
   if (spec.capAdd?.length) hostConfig.CapAdd = [...spec.capAdd];
   if (spec.tmpfs) hostConfig.Tmpfs = { ...spec.tmpfs };

@@ -11,6 +11,12 @@ import {
   ignoreGone,
   isNotFound,
 } from "./docker.js";
+import { containerRuntime, episodeRuntimeOf } from "./runtime.js";
+
+/** The engine's create options for `spec`, under the runtime its role gets on this client. */
+function optionsFor(docker: Docker, spec: ContainerSpec): Dockerode.ContainerCreateOptions {
+  return createOptions(spec, containerRuntime(spec.labels, episodeRuntimeOf(docker)));
+}
 
 /** Engines (clients) known to refuse `StorageOpt.size`: asked once, then created without it. */
 const noStorageOpt = new WeakSet<object>();
@@ -20,7 +26,7 @@ export async function createContainer(docker: Docker, spec: ContainerSpec): Prom
   const what = `creating container ${spec.name}`;
   if (spec.storageBytes !== undefined && !noStorageOpt.has(docker.modem)) {
     try {
-      return await docker.createContainer(createOptions(spec));
+      return await docker.createContainer(optionsFor(docker, spec));
     } catch (err) {
       if (dockerStatus(err) === undefined || !STORAGE_OPT_REFUSED.test(dockerMessage(err)))
         return engine("container_create_failed", what, () => Promise.reject(err));
@@ -28,7 +34,7 @@ export async function createContainer(docker: Docker, spec: ContainerSpec): Prom
     }
   }
   const { storageBytes: _, ...rest } = spec;
-  return engine("container_create_failed", what, () => docker.createContainer(createOptions(rest)));
+  return engine("container_create_failed", what, () => docker.createContainer(optionsFor(docker, rest)));
 }
 
 /** Attach a created container to a second network (the engine takes one network at create time). */

@@ -98,7 +98,26 @@ export {
   FrameDecoder,
   type RelayLink,
 } from "./relay.js";
-export { allocateLoopback, type EpisodeTopology, Sandbox, type SandboxOptions } from "./sandbox.js";
+export {
+  type ContainerRuntime,
+  chooseEpisodeRuntime,
+  containerRuntime,
+  type EpisodeRuntimeSetting,
+  engineRuntimes,
+  GVISOR_RUNTIME,
+  gvisorProcessBounds,
+  type ResolvedRuntime,
+  RUNC,
+  RUNC_RUNTIME,
+  RUNS_EPISODE_CODE,
+} from "./runtime.js";
+export {
+  allocateLoopback,
+  type EpisodeTopology,
+  Sandbox,
+  type SandboxOptions,
+  type ScenarioRuntimeNeeds,
+} from "./sandbox.js";
 export { hostAddress } from "./subnet.js";
 export {
   type ArchivedPath,

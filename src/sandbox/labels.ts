@@ -25,6 +25,8 @@ export const LABEL = {
   boot: "trajrl.boot",
   /** The owner's own container (64 hex) when it runs in one: gone from the engine means an orphan. */
   container: "trajrl.container",
+  /** `runc`: the episode's scenario cannot run under gVisor (src/sandbox/runtime.ts); absent otherwise. */
+  runtime: "trajrl.runtime",
 } as const;
 
 export type Role =

@@ -117,8 +117,12 @@ export class EpisodeScope {
     private readonly log: Logger,
   ) {}
 
+  /** runc for a scenario that cannot run under gVisor (Sandbox.openScope): a label its containers carry. */
+  pinnedRuntime: string | undefined;
+
   labels(role: Role): Record<string, string> {
-    return labelsFor(this.session, role, this.episodeId, this.expiresAtUnix);
+    const labels = labelsFor(this.session, role, this.episodeId, this.expiresAtUnix);
+    return this.pinnedRuntime ? { ...labels, [LABEL.runtime]: this.pinnedRuntime } : labels;
   }
 
   /** Record before creating: a crash between create and record must still be cleaned by name. */

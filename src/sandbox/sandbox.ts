@@ -18,6 +18,15 @@ import { containerIdFromMountinfo, LABEL, newSession, type SandboxSession, uniqu
 import { type EpisodeNetwork, NetworkPool } from "./networks.js";
 import { type EpisodeScope, Reaper } from "./reaper.js";
 import { attachRelay } from "./relay.js";
+import {
+  bindEpisodeRuntime,
+  chooseEpisodeRuntime,
+  type EpisodeRuntimeSetting,
+  engineRuntimes,
+  pinnedRuntime,
+  type ResolvedRuntime,
+  runtimeClient,
+} from "./runtime.js";
 import { cidrSize, intToIp, parseCidr } from "./subnet.js";
 
 /**
@@ -68,6 +77,17 @@ export interface SandboxOptions {
   remote?: { relayImage: string };
   /** The engine running the daemon's own container, for the reaper (default: this engine; null: none). */
   ownerDocker?: Docker | null;
+  /**
+   * EPISODE_RUNTIME: the OCI runtime of the containers that run miners' and models' code
+   * (src/sandbox/runtime.ts), resolved against the engine's runtimes at every start. Default runc.
+   */
+  episodeRuntime?: EpisodeRuntimeSetting;
+}
+
+/** What the sandbox reads of an episode's scenario (src/episode's EpisodeScenario has it). */
+export interface ScenarioRuntimeNeeds {
+  name: string;
+  task: { metadata?: { not_under_gvisor?: string | undefined } | undefined };
 }
 
 /** Loopback addresses taken by remote episodes' meter listeners in this process. */
@@ -113,11 +133,16 @@ export class Sandbox {
   readonly engineWatch: EngineWatch;
   readonly log: Logger;
   readonly poolCidr: string;
+  /** The engine client episodes use: a view of the connection carrying this sandbox's episode runtime. */
+  readonly docker: Docker;
+  private runtime: ResolvedRuntime | undefined;
 
   private constructor(
-    readonly docker: Docker,
+    connection: Docker,
     private readonly opts: SandboxOptions,
   ) {
+    const docker = runtimeClient(connection);
+    this.docker = docker;
     this.log = opts.log ?? silentLogger;
     this.session = newSession();
     this.poolCidr = opts.poolCidr ?? "10.213.0.0/16";
@@ -154,6 +179,7 @@ export class Sandbox {
   async start(): Promise<void> {
     await engine("docker_unavailable", "no Docker engine answers", () => this.docker.ping());
     if (!this.started) await this.warnOnDnsLeak();
+    await this.resolveEpisodeRuntime();
     const opts = this.opts;
     if ((opts.firewall ?? "iptables") === "iptables") {
       if (opts.remote)
@@ -179,6 +205,25 @@ export class Sandbox {
     await this.engineWatch.start();
   }
 
+  /** The episode runtime resolved at the last start (undefined before the first). */
+  get episodeRuntime(): ResolvedRuntime | undefined {
+    return this.runtime;
+  }
+
+  /** EPISODE_RUNTIME against the engine's runtimes (again at every start: an engine can change). */
+  private async resolveEpisodeRuntime(): Promise<void> {
+    const setting = this.opts.episodeRuntime ?? "runc";
+    const available = setting === "runc" ? [] : await engineRuntimes(this.docker);
+    const choice = chooseEpisodeRuntime(setting, available);
+    bindEpisodeRuntime(this.docker, choice);
+    const changed = this.runtime?.name !== choice.name;
+    this.runtime = choice;
+    if (!changed) return;
+    if (choice.fallback)
+      this.log.warn({ setting, runtime: choice.name, reason: choice.fallback }, "sandbox.episode_runtime");
+    else this.log.info({ setting, runtime: choice.name }, "sandbox.episode_runtime");
+  }
+
   /** Engines known to leak DNS from internal networks are named; episodes get --dns 127.0.0.1 anyway. */
   private async warnOnDnsLeak(): Promise<void> {
     const version = await this.docker
@@ -194,8 +239,28 @@ export class Sandbox {
       );
   }
 
-  openScope(episodeId: string, ttlMs: number): EpisodeScope {
-    return this.reaper.openScope(episodeId, ttlMs);
+  /**
+   * `scenario`: the episode's scenario. One that declared it cannot run under gVisor (task.toml
+   * `[metadata] not_under_gvisor`) has its containers run under runc (runtime.ts `pinnedRuntime`).
+   */
+  openScope(episodeId: string, ttlMs: number, scenario?: ScenarioRuntimeNeeds): EpisodeScope {
+    const reason = scenario?.task.metadata?.not_under_gvisor;
+    const pinned = pinnedRuntime(this.runtime, scenario?.name ?? "", reason);
+    const scope = this.reaper.openScope(episodeId, ttlMs);
+    if (pinned) {
+      scope.pinnedRuntime = pinned;
+      this.log.warn(
+        { episode: episodeId, scenario: scenario?.name, runtime: pinned, reason },
+        "sandbox.scenario_not_under_gvisor",
+      );
+    }
+    return scope;
+  }
+
+  /** The runtime of a scenario's episode code (what `openScope` gives it); `scenarios check` reports it. */
+  runtimeFor(scenario: ScenarioRuntimeNeeds): string {
+    const reason = scenario.task.metadata?.not_under_gvisor;
+    return pinnedRuntime(this.runtime, scenario.name, reason) ?? this.runtime?.name ?? "runc";
   }
 
   /**

@@ -66,6 +66,7 @@ const TaskSchema = z.looseObject({
       .positive("must be positive")
       .max(MAX_DECLARED_TESTS, `must be at most ${MAX_DECLARED_TESTS}`)
       .optional(),
+    not_under_gvisor: z.string().trim().min(1, "must say why").optional(),
   }),
   agent: z
     .looseObject({ timeout_sec: timeout(MAX_AGENT_TIMEOUT_SEC, DEFAULT_AGENT_TIMEOUT_SEC) })
@@ -103,6 +104,11 @@ export interface TaskSpec {
     cheat_floors: Record<string, number>;
     /** How many tests the grader runs: a report with another count is not a score. */
     tests: number | undefined;
+    /**
+     * Why the scenario cannot run under gVisor, found by `scenarios check` under runsc: its episodes
+     * run under runc where EPISODE_RUNTIME=auto, and are refused under EPISODE_RUNTIME=runsc.
+     */
+    not_under_gvisor?: string;
   };
 }
 
@@ -144,6 +150,7 @@ export function parseTaskToml(text: string, file: string): TaskSpec {
       null_floor: t.metadata.null_floor,
       cheat_floors: t.metadata.cheat_floors,
       tests: t.metadata.tests,
+      ...(t.metadata.not_under_gvisor ? { not_under_gvisor: t.metadata.not_under_gvisor } : {}),
     },
   };
 }

@@ -301,11 +301,11 @@ function renderEngines(s: StatusSnapshot): Raw {
     const failures = Object.entries(e.failures)
       .map(([code, n]) => `${code} ${n}`)
       .join(", ");
-    return h`<tr data-engine="${e.name}"><td><span class="dot ${dot}"></span>${e.name}${e.primary ? h` <span class="muted">(builds)</span>` : ""}</td><td class="mono">${e.url}</td><td>${e.state}${e.draining ? " · draining" : ""} <span class="muted">${time(e.since, s.now)}</span></td><td class="num">${e.running} / ${e.slots ?? "–"}</td><td class="num">${e.episodes.scored} / ${e.episodes.failed}</td><td>${failures || "–"}</td><td class="num">${e.images.present}${e.images.copies ? ` · copied ${e.images.copies} (${mb(e.images.copiedBytes)})` : ""}${e.images.pulls ? ` · pulled ${e.images.pulls}` : ""}</td><td>${e.lastError ? h`<code title="${e.lastError.message}">${e.lastError.code}</code> ${time(e.lastError.at, s.now)}` : "–"}</td></tr>`;
+    return h`<tr data-engine="${e.name}"><td><span class="dot ${dot}"></span>${e.name}${e.primary ? h` <span class="muted">(builds)</span>` : ""}</td><td class="mono">${e.url}</td><td>${e.state}${e.draining ? " · draining" : ""} <span class="muted">${time(e.since, s.now)}</span></td><td class="num">${e.running} / ${e.slots ?? "–"}</td><td class="num">${e.episodes.scored} / ${e.episodes.failed}</td><td>${failures || "–"}</td><td class="num">${e.images.present}${e.images.copies ? ` · copied ${e.images.copies} (${mb(e.images.copiedBytes)})` : ""}${e.images.pulls ? ` · pulled ${e.images.pulls}` : ""}</td><td>${e.runtime?.name ?? "–"}</td><td>${e.lastError ? h`<code title="${e.lastError.message}">${e.lastError.code}</code> ${time(e.lastError.at, s.now)}` : "–"}</td></tr>`;
   });
   return card(
     "Engines",
-    h`<table class="engines" id="engines"><thead><tr><th>engine</th><th>url</th><th>state</th><th class="num">running / slots</th><th class="num">scored / failed</th><th>failures</th><th class="num">images</th><th>last error</th></tr></thead><tbody>${rows}</tbody></table>`,
+    h`<table class="engines" id="engines"><thead><tr><th>engine</th><th>url</th><th>state</th><th class="num">running / slots</th><th class="num">scored / failed</th><th>failures</th><th class="num">images</th><th>runtime</th><th>last error</th></tr></thead><tbody>${rows}</tbody></table>`,
     "engines wide",
   );
 }

@@ -18,7 +18,7 @@ function table(headers: string[], rows: string[][], right: ReadonlySet<number> =
 /** The pool's engines as table lines (`status`, `engines`). */
 export function engineTable(engines: readonly EngineView[], now: number): string[] {
   return table(
-    ["engine", "url", "state", "running", "scored/failed", "failures", "images", "last error"],
+    ["engine", "url", "state", "running", "scored/failed", "failures", "images", "runtime", "last error"],
     engines.map((e) => [
       `${e.name}${e.primary ? " (builds)" : ""}`,
       e.url,
@@ -29,6 +29,7 @@ export function engineTable(engines: readonly EngineView[], now: number): string
         .map(([code, n]) => `${code} ${n}`)
         .join(", ") || "–",
       `${e.images.present}${e.images.copies ? ` (copied ${e.images.copies})` : ""}`,
+      e.runtime?.name ?? "–",
       e.lastError ? `${e.lastError.code}: ${e.lastError.message.slice(0, 80)}` : "–",
     ]),
     new Set([3, 4, 6]),

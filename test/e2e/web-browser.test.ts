@@ -58,6 +58,7 @@ describe("status page in headless Chromium during a running evaluation", () => {
       EVAL_CONCURRENCY: "2",
       STATUS_PORT: "0",
       SCENARIOS_DIR: join(root, "scenarios"),
+      EPISODE_RUNTIME: process.env.EPISODE_RUNTIME,
     });
     db = openDb(config.dbPath);
     live = new LiveStatus();

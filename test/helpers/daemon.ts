@@ -127,6 +127,8 @@ export function testEnv(a: TestEnvArgs): Record<string, string> {
     EVAL_POLL_INTERVAL_S: "0.2",
     WEIGHTS_INTERVAL_S: "1",
     HEARTBEAT_INTERVAL_S: "600",
+    // The runtime of the test project (vitest.config.ts), not the product's `auto`.
+    EPISODE_RUNTIME: process.env.EPISODE_RUNTIME || "runc",
     ...a.env,
   };
 }

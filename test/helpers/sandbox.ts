@@ -5,16 +5,27 @@
  */
 import { randomBytes } from "node:crypto";
 import type Docker from "dockerode";
-import { createContainer, type EpisodeScope, SIDECAR_LIMITS } from "../../src/sandbox/index.js";
+import {
+  createContainer,
+  type EpisodeRuntimeSetting,
+  type EpisodeScope,
+  SIDECAR_LIMITS,
+} from "../../src/sandbox/index.js";
 import { LABEL } from "../../src/sandbox/labels.js";
 import { Sandbox, type SandboxOptions } from "../../src/sandbox/sandbox.js";
 import { requireDocker } from "./docker.js";
 
 export const BASE_IMAGE = "debian:bookworm-slim";
 
+/**
+ * The runtime test sandboxes give episode containers: EPISODE_RUNTIME as vitest.config.ts sets it
+ * per project (runc for the suite, runsc for the files the `gvisor` project runs again), else runc.
+ */
+export const TEST_EPISODE_RUNTIME = (process.env.EPISODE_RUNTIME || "runc") as EpisodeRuntimeSetting;
+
 export async function openTestSandbox(opts: SandboxOptions = {}): Promise<Sandbox> {
   const docker = await requireDocker();
-  return Sandbox.open({ docker, reapIntervalMs: 0, ...opts });
+  return Sandbox.open({ docker, reapIntervalMs: 0, episodeRuntime: TEST_EPISODE_RUNTIME, ...opts });
 }
 
 /** Containers and networks carrying a session's label (all of them, running or not). */

@@ -212,4 +212,19 @@ describe("trajrl-validator check", () => {
       "→ the hotkey file belongs to uid 0 (mode 0600) and the validator runs as uid 4242: set VALIDATOR_UID=0 in docker/.env (the key is root's: the validator then runs as root)",
     );
   }, 180_000);
+
+  it("names the runtime episodes get on this host's engine: gVisor by default, runc a warning where a vote comes of it", async () => {
+    // The set-up registered gVisor with this engine (scripts/runsc-up.sh): auto picks it.
+    const auto = await check({ ...env, EPISODE_RUNTIME: "auto" }, "--only", "runtime");
+    expect(auto.code, auto.stdout).toBe(0);
+    expect(line(auto.stdout, "runtime")).toBe("ok    runtime   EPISODE_RUNTIME=auto: local runsc (gVisor)");
+    const runc = await check({ ...env, EPISODE_RUNTIME: "runc" }, "--only", "runtime");
+    expect(runc.code, runc.stdout).toBe(0);
+    expect(line(runc.stdout, "runtime")).toBe(
+      "warn  runtime   EPISODE_RUNTIME=runc: local runc (the host's kernel); miners' and models' code shares the host's kernel on local (finney)",
+    );
+    expect(runc.stdout).toContain("→ register gVisor on each engine");
+    const rehearsal = await check({ ...env, EPISODE_RUNTIME: "runc", NETWORK: "local" }, "--only", "runtime");
+    expect(line(rehearsal.stdout, "runtime")).toMatch(/^ok +runtime +EPISODE_RUNTIME=runc: local runc/);
+  }, 120_000);
 });

@@ -207,6 +207,51 @@ describe("the pool's checks", () => {
     );
   }, 300_000);
 
+  it("EPISODE_RUNTIME on every engine: runsc keeps one without gVisor out with an alarm; auto runs runc there, with an alarm", async () => {
+    // This host's engine has gVisor (scripts/setup.sh); the namespace's engine has runc alone.
+    const strict = await openPool([localCfg(1), e2Cfg(1)], {
+      heartbeatMs: 0,
+      probeBaseMs: 60_000,
+      episodeRuntime: "runsc",
+    });
+    expect(strict.observer.engines.map((e) => [e.name, e.state, e.runtime?.name])).toEqual([
+      ["local", "ready", "runsc"],
+      ["e2", "down", undefined],
+    ]);
+    expect(strict.observer.view("e2").lastError?.code).toBe("engine_runtime_missing");
+    expect(strict.observer.alarms.get("engine_down:e2")).toMatch(
+      /no runtime named runsc \(its runtimes: .*runc/,
+    );
+    await strict.pool.close();
+
+    const auto = await openPool([localCfg(1), e2Cfg(1)], { heartbeatMs: 0, episodeRuntime: "auto" });
+    expect(auto.observer.engines.map((e) => [e.name, e.state, e.runtime?.name])).toEqual([
+      ["local", "ready", "runsc"],
+      ["e2", "ready", "runc"],
+    ]);
+    expect([...auto.observer.alarms.keys()]).toEqual(["engine_runc:e2"]);
+    expect(auto.observer.alarms.get("engine_runc:e2")).toContain("episodes run under runc");
+    // Each engine's sandbox gives episode code its own runtime; the relay stays on runc everywhere.
+    for (const [name, want] of [
+      ["local", "runsc"],
+      ["e2", "runc"],
+    ] as const) {
+      const sb = auto.pool.sandbox(name)!;
+      const scope = sb.openScope(`pool-rt-${name}-${randomBytes(3).toString("hex")}`, 120_000);
+      const c = await createContainer(sb.docker, {
+        name: `trajrl-${scope.episodeId}-agent`,
+        image: BASE_IMAGE,
+        labels: scope.labels("agent"),
+        limits: SIDECAR_LIMITS,
+        network: { kind: "none" },
+      });
+      scope.trackContainer(`trajrl-${scope.episodeId}-agent`);
+      expect((await c.inspect()).HostConfig.Runtime, name).toBe(want);
+      await scope.dispose();
+    }
+    await auto.pool.close();
+  }, 300_000);
+
   it("installs the remote engine's episode firewall through its API, and puts it back when it is gone", async () => {
     const relay = await images.meterRelay();
     const { pool } = await openPool([localCfg(1), e2Cfg(1)], { heartbeatMs: 0 });

@@ -35,6 +35,7 @@ import {
   parseProbe,
   perlServer,
   probeScript,
+  TEST_EPISODE_RUNTIME,
 } from "../helpers/sandbox.js";
 
 let sb: Sandbox;
@@ -173,21 +174,37 @@ describe("episode isolation", () => {
   });
 
   it("the sidecar runs hardened: non-root, read-only root, no capabilities, no new privileges", async () => {
+    // setpriv asks the kernel (gVisor's /proc/self/status has no NoNewPrivs line).
     const r = await execIn(sidecar, [
       "bash",
       "-c",
-      "id -u; touch /x 2>/dev/null && echo rootfs-writable || echo rootfs-ro; touch /tmp/ok && echo tmp-ok; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status",
+      "id -u; touch /x 2>/dev/null && echo rootfs-writable || echo rootfs-ro; touch /tmp/ok && echo tmp-ok; grep -E '^CapEff' /proc/self/status; setpriv --dump | grep no_new_privs",
     ]);
     expect(r.stdout).toContain("10001");
     expect(r.stdout).toContain("rootfs-ro");
     expect(r.stdout).toContain("tmp-ok");
     expect(r.stdout).toMatch(/CapEff:\s+0000000000000000/);
-    expect(r.stdout).toMatch(/NoNewPrivs:\s+1/);
+    expect(r.stdout).toMatch(/no_new_privs: 1/);
     const info = await sidecar.inspect();
     expect(info.HostConfig.NanoCpus).toBe(1e9);
     expect(info.HostConfig.Memory).toBe(1024 ** 3);
-    expect(info.HostConfig.PidsLimit).toBe(256);
+    // 256 processes: the pids limit under runc; under gVisor the guest's RLIMIT_NPROC (src/sandbox/runtime.ts).
+    if (sb.episodeRuntime?.gvisor)
+      expect(info.HostConfig.Ulimits).toEqual([{ Name: "nproc", Soft: 256, Hard: 256 }]);
+    else expect(info.HostConfig.PidsLimit).toBe(256);
     expect(info.Mounts).toEqual([]);
+  });
+
+  it("episode code runs under the sandbox's episode runtime, the test's own servers under runc", async () => {
+    const want = TEST_EPISODE_RUNTIME === "runc" ? "runc" : "runsc";
+    expect(sb.episodeRuntime?.name).toBe(want);
+    for (const c of [agent, sidecar]) expect((await c.inspect()).HostConfig.Runtime).toBe(want);
+    expect((await control.inspect()).HostConfig.Runtime).toBe("runc");
+    // What the episode's processes see of their kernel: gVisor's, or the host's.
+    const uname = (await execIn(agent, ["uname", "-r"])).stdout.trim();
+    const hostKernel = (await execIn(control, ["uname", "-r"])).stdout.trim();
+    if (want === "runsc") expect(uname).not.toBe(hostKernel);
+    else expect(uname).toBe(hostKernel);
   });
 });
 

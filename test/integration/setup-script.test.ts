@@ -4,17 +4,19 @@
  * Debian's /usr/bin/chromium wrapper printed a shell error on hosts whose /dev/shm is mounted more
  * than once; web-deps.sh checks chromium through its binary instead.
  */
-import { execFile } from "node:child_process";
-import { existsSync } from "node:fs";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 
 const pexec = promisify(execFile);
 const root = new URL("../..", import.meta.url).pathname;
 
-async function sh(cmd: string, args: string[], timeout = 600_000) {
+async function sh(cmd: string, args: string[], timeout = 600_000, env?: NodeJS.ProcessEnv) {
   try {
-    const r = await pexec(cmd, args, { cwd: root, timeout, maxBuffer: 16 << 20 });
+    const r = await pexec(cmd, args, { cwd: root, timeout, maxBuffer: 16 << 20, ...(env ? { env } : {}) });
     return { code: 0, out: r.stdout, err: r.stderr };
   } catch (e) {
     const x = e as { code?: number; stdout?: string; stderr?: string };
@@ -29,7 +31,7 @@ describe("scripts/setup.sh", () => {
     const r = await sh("bash", ["scripts/setup.sh"]);
     expect(r.code, r.err).toBe(0);
     for (const l of lines(r.out + r.err))
-      expect(l).toMatch(/^\[(docker-up|python-deps|web-deps|registry-up)\] /);
+      expect(l).toMatch(/^\[(docker-up|runsc-up|python-deps|web-deps|registry-up)\] /);
     expect(r.err).not.toContain("unexpected operator");
   }, 620_000);
 
@@ -66,4 +68,116 @@ describe("scripts/setup.sh", () => {
     expect(v2.out.trim()).toMatch(/^\d+\.\d+\.\d+/);
     if (v1.code === 0 && /^1\./.test(v1.out.trim())) expect(v2.out.trim()).toBe(v1.out.trim());
   }, 60_000);
+});
+
+/**
+ * scripts/runsc-up.sh against a stand-in engine: a `docker` on PATH that lists the runtimes the
+ * stand-in has (runsc once it got a SIGHUP after its config named it), and a process of ours as its
+ * dockerd (it records the SIGHUP). The real engine is shared by every test run on this machine; its
+ * own registration is what the first test above finds in place.
+ */
+describe("scripts/runsc-up.sh (gVisor for episode containers)", () => {
+  const dir = mkdtempSync(join(tmpdir(), "runsc-up-"));
+  const bin = join(dir, "bin");
+  const config = join(dir, "daemon.json");
+  const pidfile = join(dir, "docker.pid");
+  const marker = join(dir, "trajrl-dockerd.pid");
+  const hup = join(dir, "hup");
+  let dockerd: ChildProcess | undefined;
+
+  const setUp = () => {
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(bin, { recursive: true });
+    // The stand-in engine lists runsc once reloaded with a config that names it.
+    writeFileSync(
+      join(bin, "docker"),
+      `#!/bin/sh
+case "$1" in
+  info) if [ -f ${hup} ] && grep -q '"runsc"' ${config}; then echo '{"runc":{"path":"runc"},"runsc":{"path":"/usr/bin/runsc"}}'; else echo '{"runc":{"path":"runc"}}'; fi ;;
+  image) exit 1 ;;
+  *) exit 1 ;;
+esac
+`,
+    );
+    chmodSync(join(bin, "docker"), 0o755);
+    dockerd = spawn("bash", ["-c", `trap 'touch ${hup}' HUP; while :; do sleep 0.1; done`], {
+      stdio: "ignore",
+    });
+    writeFileSync(pidfile, String(dockerd.pid));
+  };
+  const run = () =>
+    sh("bash", ["scripts/runsc-up.sh"], 60_000, {
+      ...process.env,
+      PATH: `${bin}:${process.env.PATH}`,
+      DOCKERD_CONFIG: config,
+      DOCKERD_PIDFILE: pidfile,
+      TRAJRL_DOCKERD_MARKER: marker,
+    });
+  const stop = () => {
+    dockerd?.kill("SIGKILL");
+    dockerd = undefined;
+  };
+
+  it("an engine this set-up started: runsc merged into its daemon.json (the rest kept), a reload, then silence", async () => {
+    setUp();
+    try {
+      writeFileSync(marker, String(dockerd!.pid));
+      writeFileSync(
+        config,
+        JSON.stringify({ "log-level": "warn", runtimes: { other: { path: "/bin/other" } } }),
+      );
+      const r = await run();
+      expect(r.code, r.err).toBe(0);
+      expect(existsSync(hup)).toBe(true);
+      expect(JSON.parse(readFileSync(config, "utf8"))).toEqual({
+        "log-level": "warn",
+        runtimes: {
+          other: { path: "/bin/other" },
+          runsc: { path: "/usr/bin/runsc", runtimeArgs: ["--network=host"] },
+        },
+      });
+      for (const l of lines(r.out + r.err)) expect(l).toMatch(/^\[runsc-up\] /);
+      expect(r.err).toContain("registering runsc with the engine");
+      // In place: nothing to do, nothing said.
+      const again = await run();
+      expect([again.code, again.out, again.err]).toEqual([0, "", ""]);
+    } finally {
+      stop();
+    }
+  }, 120_000);
+
+  it("an engine it did not start: its config untouched, no reload; the entry to add is printed", async () => {
+    setUp();
+    try {
+      writeFileSync(marker, "1");
+      const before = JSON.stringify({ "log-level": "warn" });
+      writeFileSync(config, before);
+      const r = await run();
+      expect(r.code, r.err).toBe(0);
+      expect(readFileSync(config, "utf8")).toBe(before);
+      expect(existsSync(hup)).toBe(false);
+      expect(r.err).toContain("not started by this set-up: left alone");
+      expect(r.err).toContain(
+        '"runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=host"]}}',
+      );
+    } finally {
+      stop();
+    }
+  }, 120_000);
+
+  it("a config that is not JSON is never overwritten", async () => {
+    setUp();
+    try {
+      writeFileSync(marker, String(dockerd!.pid));
+      writeFileSync(config, "{ not json");
+      const r = await run();
+      expect(r.code).toBe(1);
+      expect(r.err).toMatch(/ERROR: .*daemon\.json could not be updated/);
+      expect(readFileSync(config, "utf8")).toBe("{ not json");
+      expect(existsSync(hup)).toBe(false);
+    } finally {
+      stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

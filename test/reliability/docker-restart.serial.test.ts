@@ -40,7 +40,13 @@ beforeAll(async () => {
   await requireDocker();
   dataDir = mkdtempSync(join(tmpdir(), "docker-restart-"));
   env = await openEnvironment(
-    loadConfig({ DATA_DIR: dataDir, LLM_API_KEY: "", ENGY_SIM_LATENCY_SCALE: "0", EVAL_CONCURRENCY: "2" }),
+    loadConfig({
+      DATA_DIR: dataDir,
+      LLM_API_KEY: "",
+      ENGY_SIM_LATENCY_SCALE: "0",
+      EVAL_CONCURRENCY: "2",
+      EPISODE_RUNTIME: process.env.EPISODE_RUNTIME,
+    }),
     { log: silentLogger },
   );
 }, 600_000);

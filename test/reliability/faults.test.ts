@@ -46,6 +46,7 @@ beforeAll(async () => {
     OFFLINE_LLM_BASE_URL: sim.url,
     EVAL_CONCURRENCY: "2",
     SCENARIOS_DIR: SCENARIOS_DIR,
+    EPISODE_RUNTIME: process.env.EPISODE_RUNTIME,
   });
   env = await openEnvironment(config, { log: silentLogger });
   const r = await run("baseline");
@@ -206,6 +207,7 @@ describe("provider faults during an evaluation", () => {
         OFFLINE_LLM_BASE_URL: sim.url,
         EVAL_CONCURRENCY: "2",
         SCENARIOS_DIR: SCENARIOS_DIR,
+        EPISODE_RUNTIME: process.env.EPISODE_RUNTIME,
       }),
       {
         log: silentLogger,

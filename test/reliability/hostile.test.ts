@@ -17,11 +17,17 @@ import type { EpisodeScenario } from "../../src/episode/index.js";
 import { type EpisodeResult, type RunEpisodeOptions, runEpisode } from "../../src/episode/index.js";
 import { LABEL } from "../../src/sandbox/labels.js";
 import { type EpisodeRig, packOf, REPO_ROOT, shippedScenario, startEpisodeRig } from "../helpers/episode.js";
-import { BASE_IMAGE, countLabelled, perlServer } from "../helpers/sandbox.js";
+import { BASE_IMAGE, countLabelled, perlServer, TEST_EPISODE_RUNTIME } from "../helpers/sandbox.js";
 
 const FAST = "reproducible-tarball";
 const HOSTILE = join(REPO_ROOT, "test/fixtures/hostile");
 const MiB = 1024 * 1024;
+
+/**
+ * The gVisor pass (vitest.config.ts) re-runs what the runtime can change. These rules are the
+ * daemon's own — the meter's allowlist and cap, the watchdog, provenance — and run once, under runc.
+ */
+const daemonSide = it.skipIf(TEST_EPISODE_RUNTIME !== "runc");
 
 let rig: EpisodeRig;
 let out: string;
@@ -80,34 +86,42 @@ const probeOf = async (r: EpisodeResult) => {
 };
 
 describe("hostile policies", () => {
-  it("off the allowlist: refused by the meter, never forwarded, a policy fault", async () => {
-    const before = rig.sim.stats().requests;
-    const r = await episode(hostile("off-allowlist"));
-    expect(r.usage?.refused_model).toBeGreaterThan(0);
-    expect(r.usage?.calls).toBe(0); // nothing billable went out
-    expect(r.cost_usd).toBe(0);
-    expect(rig.sim.stats().requests).toBe(before);
-    expect(r.status).toBe("scored");
-    expect(r.failure?.class).toBe("policy");
-    expect(r.quality).toBe(0);
-  }, 300_000);
+  daemonSide(
+    "off the allowlist: refused by the meter, never forwarded, a policy fault",
+    async () => {
+      const before = rig.sim.stats().requests;
+      const r = await episode(hostile("off-allowlist"));
+      expect(r.usage?.refused_model).toBeGreaterThan(0);
+      expect(r.usage?.calls).toBe(0); // nothing billable went out
+      expect(r.cost_usd).toBe(0);
+      expect(rig.sim.stats().requests).toBe(before);
+      expect(r.status).toBe("scored");
+      expect(r.failure?.class).toBe("policy");
+      expect(r.quality).toBe(0);
+    },
+    300_000,
+  );
 
-  it("50 parallel max-size calls per turn: the cap holds to the pico-dollar", async () => {
-    const capUsd = 0.05;
-    const r = await episode(hostile("overspend"), { capUsd });
-    const u = r.usage!;
-    expect(u.cost_usd).toBeLessThanOrEqual(capUsd);
-    expect(u.overshoot_usd).toBe(0);
-    expect(u.reserved_usd).toBe(0);
-    expect(u.refused_cap).toBeGreaterThan(0);
-    // The receipts add up to what the episode was charged.
-    const receipts = rig.meter.receiptsFor(r.episode_id);
-    const pico = receipts.reduce((a, x) => a + BigInt(x.usd_pico), 0n);
-    expect(pico <= BigInt(Math.round(capUsd * 1e12))).toBe(true);
-    expect(Number(pico) / 1e12).toBe(u.cost_usd);
-    expect(["scored", "failed"]).toContain(r.status);
-    if (r.failure) expect(r.failure.class).toBe("policy");
-  }, 300_000);
+  daemonSide(
+    "50 parallel max-size calls per turn: the cap holds to the pico-dollar",
+    async () => {
+      const capUsd = 0.05;
+      const r = await episode(hostile("overspend"), { capUsd });
+      const u = r.usage!;
+      expect(u.cost_usd).toBeLessThanOrEqual(capUsd);
+      expect(u.overshoot_usd).toBe(0);
+      expect(u.reserved_usd).toBe(0);
+      expect(u.refused_cap).toBeGreaterThan(0);
+      // The receipts add up to what the episode was charged.
+      const receipts = rig.meter.receiptsFor(r.episode_id);
+      const pico = receipts.reduce((a, x) => a + BigInt(x.usd_pico), 0n);
+      expect(pico <= BigInt(Math.round(capUsd * 1e12))).toBe(true);
+      expect(Number(pico) / 1e12).toBe(u.cost_usd);
+      expect(["scored", "failed"]).toContain(r.status);
+      if (r.failure) expect(r.failure.class).toBe("policy");
+    },
+    300_000,
+  );
 
   describe("network", () => {
     let host: Server;
@@ -225,13 +239,17 @@ describe("hostile policies", () => {
     expect(process.memoryUsage().rss - rss0).toBeLessThan(300 * MiB);
   }, 300_000);
 
-  it("never answers: the watchdog stops it as policy_stalled", async () => {
-    const r = await episode(hostile("never-answers"), {
-      timeouts: { agentMs: 90_000, watchdogFirstCallMs: 3_000, watchdogPollMs: 200, stopGraceMs: 2_000 },
-    });
-    expect(r.status).toBe("scored");
-    expect(r.failure).toMatchObject({ class: "policy", code: "policy_stalled" });
-  }, 300_000);
+  daemonSide(
+    "never answers: the watchdog stops it as policy_stalled",
+    async () => {
+      const r = await episode(hostile("never-answers"), {
+        timeouts: { agentMs: 90_000, watchdogFirstCallMs: 3_000, watchdogPollMs: 200, stopGraceMs: 2_000 },
+      });
+      expect(r.status).toBe("scored");
+      expect(r.failure).toMatchObject({ class: "policy", code: "policy_stalled" });
+    },
+    300_000,
+  );
 
   it("crashes mid-run: the agent is stopped at once, policy_crashed with the exit status", async () => {
     const r = await episode(hostile("crash-mid-run"), {
@@ -305,31 +323,39 @@ describe("hostile policies", () => {
     expect(await policyLog(r)).toContain("crashing on purpose");
   }, 300_000);
 
-  it("claims model answers it did not get: reported as upstream reports it, and under the strict rule unmetered_answer, quality 0", async () => {
-    // Upstream's rule (the default): the forgery is reported with the score, never scored.
-    const reported = await episode(hostile("fabricated-answer"));
-    expect(reported.provenance?.total).toBeGreaterThan(0);
-    expect(reported.provenance?.matched).toBe(0);
-    expect(reported.provenance?.coverage).toBe(0);
-    expect(reported.failure?.code).not.toBe("unmetered_answer");
-    // The strict rule, opt-in for local evaluation.
-    const r = await episode(hostile("fabricated-answer"), { strictProvenance: true });
-    expect(r.answer_provenance?.turns).toBeGreaterThan(0);
-    expect(r.answer_provenance?.unmatched).toBe(r.answer_provenance?.turns);
-    expect(r.status).toBe("scored");
-    expect(r.failure).toMatchObject({ class: "policy", code: "unmetered_answer" });
-    expect(r.quality).toBe(0);
-    // It did call a model: the receipts exist, they just do not match what the agent was handed.
-    expect(r.usage?.calls).toBeGreaterThan(0);
-  }, 300_000);
+  daemonSide(
+    "claims model answers it did not get: reported as upstream reports it, and under the strict rule unmetered_answer, quality 0",
+    async () => {
+      // Upstream's rule (the default): the forgery is reported with the score, never scored.
+      const reported = await episode(hostile("fabricated-answer"));
+      expect(reported.provenance?.total).toBeGreaterThan(0);
+      expect(reported.provenance?.matched).toBe(0);
+      expect(reported.provenance?.coverage).toBe(0);
+      expect(reported.failure?.code).not.toBe("unmetered_answer");
+      // The strict rule, opt-in for local evaluation.
+      const r = await episode(hostile("fabricated-answer"), { strictProvenance: true });
+      expect(r.answer_provenance?.turns).toBeGreaterThan(0);
+      expect(r.answer_provenance?.unmatched).toBe(r.answer_provenance?.turns);
+      expect(r.status).toBe("scored");
+      expect(r.failure).toMatchObject({ class: "policy", code: "unmetered_answer" });
+      expect(r.quality).toBe(0);
+      // It did call a model: the receipts exist, they just do not match what the agent was handed.
+      expect(r.usage?.calls).toBeGreaterThan(0);
+    },
+    300_000,
+  );
 
-  it("an honest policy's every answer matches a receipt", async () => {
-    const r = await episode(
-      packOf({ "policy.json": JSON.stringify({ kind: "pin", model: "glm-5.3-flash" }) }),
-    );
-    expect(r.answer_provenance?.turns).toBeGreaterThan(0);
-    expect(r.answer_provenance?.unmatched).toBe(0);
-    expect(r.provenance?.coverage).toBe(1);
-    expect(r.failure?.code).not.toBe("unmetered_answer");
-  }, 300_000);
+  daemonSide(
+    "an honest policy's every answer matches a receipt",
+    async () => {
+      const r = await episode(
+        packOf({ "policy.json": JSON.stringify({ kind: "pin", model: "glm-5.3-flash" }) }),
+      );
+      expect(r.answer_provenance?.turns).toBeGreaterThan(0);
+      expect(r.answer_provenance?.unmatched).toBe(0);
+      expect(r.provenance?.coverage).toBe(1);
+      expect(r.failure?.code).not.toBe("unmetered_answer");
+    },
+    300_000,
+  );
 });

@@ -227,6 +227,7 @@ describe("check table", () => {
         empty: { quality: 1 / 6, tests: 6, passed: 1 },
         hostile: { quality: 1 / 6, tests: 6, passed: 1 },
         nullFloor: 0.1667,
+        runtime: "runsc",
         ok: true,
         problems: [],
         ms: { build: 0, solve: 0, grade: 0, total: 1500 },
@@ -239,14 +240,19 @@ describe("check table", () => {
         empty: undefined,
         hostile: undefined,
         nullFloor: 0,
+        runtime: "runsc",
         ok: false,
         problems: ["image_build_failed: boom"],
         ms: { build: 0, solve: 0, grade: 0, total: 100 },
       },
     ]);
     const lines = table.split("\n");
-    expect(lines[0]).toMatch(/^scenario\s+reference\s+empty\s+hostile\s+null_floor\s+result\s+seconds$/);
-    expect(lines[1]).toMatch(/^a\s+6\/6 \(1\)\s+1\/6 \(0\.1667\)\s+1\/6 \(0\.1667\)\s+0\.1667\s+ok\s+1\.5$/);
+    expect(lines[0]).toMatch(
+      /^scenario\s+reference\s+empty\s+hostile\s+null_floor\s+result\s+seconds\s+runtime$/,
+    );
+    expect(lines[1]).toMatch(
+      /^a\s+6\/6 \(1\)\s+1\/6 \(0\.1667\)\s+1\/6 \(0\.1667\)\s+0\.1667\s+ok\s+1\.5\s+runsc$/,
+    );
     expect(lines[2]).toMatch(/^bb\s+-\s+-\s+-\s+0\s+FAIL/);
     expect(lines[3]).toBe("  bb: image_build_failed: boom");
   });

@@ -25,6 +25,7 @@ const view = (over: Partial<EngineView>): EngineView => ({
   failures: {},
   images: { present: 11, wanted: 11, copies: 0, copiedBytes: 0, pulls: 0 },
   version: "20.10.24",
+  runtime: { name: "runsc", gvisor: true },
   lastError: null,
   since: NOW - 60_000,
   ...over,
@@ -49,6 +50,7 @@ const pool = [
     episodes: { scored: 3, failed: 2 },
     failures: { engine_lost: 1, image_copy_failed: 2 },
     images: { present: 11, wanted: 11, copies: 11, copiedBytes: 549_000_000, pulls: 0 },
+    runtime: { name: "runc", gvisor: false },
     lastError: { code: "engine_lost", message: "no answer to a ping for 26 s", at: NOW - 5_000 },
     since: NOW - 5_000,
   }),
@@ -68,6 +70,7 @@ describe("the pool on the status page, in status and /metrics", () => {
     expect(row).toContain("3 / 2");
     expect(row).toContain("engine_lost 1, image_copy_failed 2");
     expect(row).toContain("copied 11 (549 MB)");
+    expect(row).toContain("<td>runc</td>");
     expect(row).toContain('title="no answer to a ping for 26 s"');
     expect(html).toContain('data-engine="local"');
   });
