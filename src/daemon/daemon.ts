@@ -127,6 +127,7 @@ export class Daemon {
       assertSubnetRules(c);
       const ignored = lockedEnvWarning(c);
       if (ignored) this.log.warn({ ignored: c.ignoredEnv, reason: ignored }, "config.locked_env_ignored");
+      for (const warning of c.warnings) this.log.warn({ warning }, "config.warning");
       this.hotkey =
         this.opts.hotkey ??
         (await loadHotkey({
