@@ -125,9 +125,7 @@ export class Daemon {
     const c = this.config;
     try {
       assertSubnetRules(c);
-      const ignored = lockedEnvWarning(c);
-      if (ignored) this.log.warn({ ignored: c.ignoredEnv, reason: ignored }, "config.locked_env_ignored");
-      for (const warning of c.warnings) this.log.warn({ warning }, "config.warning");
+      logConfigWarnings(c, this.log);
       this.hotkey =
         this.opts.hotkey ??
         (await loadHotkey({
@@ -439,4 +437,11 @@ export class Daemon {
     ]);
     clearTimeout(timer);
   }
+}
+
+/** What the settings say that the operator should hear at start: locked variables set, likely typos. */
+function logConfigWarnings(c: Config, log: Logger): void {
+  const ignored = lockedEnvWarning(c);
+  if (ignored) log.warn({ ignored: c.ignoredEnv, reason: ignored }, "config.locked_env_ignored");
+  for (const warning of c.warnings) log.warn({ warning }, "config.warning");
 }
