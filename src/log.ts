@@ -119,10 +119,14 @@ export function createLogger(opts: LogOptions = {}): Logger {
 /** A logger that drops everything: for library callers and tests that do not care. */
 export const silentLogger: Logger = pino({ level: "silent" });
 
-/** Mask a URL's credentials and query string for logs (pack URLs may be pre-signed). */
+/**
+ * Mask a URL's credentials and query string for logs (pack URLs may be pre-signed); a URL with
+ * neither is returned as written.
+ */
 export function safeUrl(url: string): string {
   try {
     const u = new URL(url);
+    if (!u.username && !u.password && !u.search) return url;
     u.username = "";
     u.password = "";
     const q = u.search ? "?[redacted]" : "";

@@ -3,8 +3,9 @@
  * `console.error("2026-12-04 20:51:24", "          API-WS:", "disconnected from ws://…: 1006:: …")`.
  * In a process whose output is pino JSON lines those lines break the log (issue 26). This bridge
  * routes exactly those calls — a date, then a padded `ORIGIN:` — through pino as one JSON line
- * each (`chain.polkadot`, with the origin as a field and URLs masked); every other console call
- * passes through untouched. The chain client installs it with its logger.
+ * each (`chain.polkadot`, with the origin as a field and URLs masked; a line repeated within a
+ * minute at debug level); every other console call passes through untouched. The chain client
+ * installs it with its logger.
  */
 import { format } from "node:util";
 import { type Logger, safeUrl } from "../log.js";
@@ -14,12 +15,40 @@ const DATE = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/;
 /** @polkadot/util logger type: `${origin.toUpperCase()}:`.padStart(16). */
 const ORIGIN = /^\s*([A-Z0-9][A-Z0-9/_.-]*):$/;
 const URL_IN_TEXT = /\b(?:wss?|https?):\/\/[^\s'"),]+/g;
+/** Punctuation a message puts right after a URL (`disconnected from ws://h:9: 1006…`): not the URL's. */
+const TRAILING = /[:.,;]+$/;
 
 type Method = "log" | "warn" | "error";
 const LEVEL: Record<Method, "info" | "warn"> = { log: "info", warn: "warn", error: "warn" };
+/** The same line again within this long is a debug line (a lost endpoint repeats it every 2.5 s). */
+const REPEAT_MS = 60_000;
 
 let sink: Logger | undefined;
 let installed = false;
+/** Per text: when it was last logged at its own level, and how often since. */
+const recent = new Map<string, { at: number; repeats: number }>();
+
+/** The URLs in a @polkadot line masked (credentials, query strings), the rest as written. */
+export function maskUrls(text: string): string {
+  return text.replace(URL_IN_TEXT, (u) => {
+    const tail = TRAILING.exec(u)?.[0] ?? "";
+    return safeUrl(u.slice(0, u.length - tail.length)) + tail;
+  });
+}
+
+/** Log a line at its level, or at debug when the same text was logged within REPEAT_MS. */
+function logThrottled(log: Logger, level: "info" | "warn", origin: string, text: string): void {
+  const t = performance.now();
+  const seen = recent.get(text);
+  if (seen && t - seen.at < REPEAT_MS) {
+    seen.repeats++;
+    log.debug({ origin, text }, "chain.polkadot");
+    return;
+  }
+  if (recent.size > 100) recent.clear();
+  recent.set(text, { at: t, repeats: 0 });
+  log[level]({ origin, text, ...(seen?.repeats ? { repeated: seen.repeats } : {}) }, "chain.polkadot");
+}
 
 /** Whether these console arguments are a @polkadot/util logger line; its origin if so. */
 export function polkadotOrigin(args: readonly unknown[]): string | undefined {
@@ -41,8 +70,7 @@ export function routePolkadotLogs(log: Logger | undefined): void {
     console[method] = (...args: unknown[]) => {
       const origin = sink ? polkadotOrigin(args) : undefined;
       if (!sink || origin === undefined) return original(...args);
-      const text = format(...args.slice(2)).replace(URL_IN_TEXT, (u) => safeUrl(u));
-      sink[LEVEL[method]]({ origin, text }, "chain.polkadot");
+      logThrottled(sink, LEVEL[method], origin, maskUrls(format(...args.slice(2))));
     };
   }
 }
