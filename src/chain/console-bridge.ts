@@ -3,8 +3,8 @@
  * `console.error("2026-12-04 20:51:24", "          API-WS:", "disconnected from ws://…: 1006:: …")`.
  * In a process whose output is pino JSON lines those lines break the log (issue 26). This bridge
  * routes exactly those calls — a date, then a padded `ORIGIN:` — through pino as one JSON line
- * each (`chain.polkadot`, with the origin as a field and URLs masked; a line repeated within a
- * minute at debug level); every other console call passes through untouched. The chain client
+ * each (`chain.polkadot`, with the origin as a field and URLs masked; an origin's lines within a
+ * minute of its last warning at debug level); every other console call passes through untouched. The chain client
  * installs it with its logger.
  */
 import { format } from "node:util";
@@ -20,12 +20,15 @@ const TRAILING = /[:.,;]+$/;
 
 type Method = "log" | "warn" | "error";
 const LEVEL: Record<Method, "info" | "warn"> = { log: "info", warn: "warn", error: "warn" };
-/** The same line again within this long is a debug line (a lost endpoint repeats it every 2.5 s). */
+/**
+ * After a warning, the same origin's lines within this long are debug lines: a lost endpoint makes
+ * API-WS say so every 2.5 s, and RPC-CORE once per request that fails with it.
+ */
 const REPEAT_MS = 60_000;
 
 let sink: Logger | undefined;
 let installed = false;
-/** Per text: when it was last logged at its own level, and how often since. */
+/** Per origin: when it last logged at its own level, and how many lines went to debug since. */
 const recent = new Map<string, { at: number; repeats: number }>();
 
 /** The URLs in a @polkadot line masked (credentials, query strings), the rest as written. */
@@ -36,17 +39,16 @@ export function maskUrls(text: string): string {
   });
 }
 
-/** Log a line at its level, or at debug when the same text was logged within REPEAT_MS. */
+/** Log a line at its level, or at debug when its origin logged at its level within REPEAT_MS. */
 function logThrottled(log: Logger, level: "info" | "warn", origin: string, text: string): void {
   const t = performance.now();
-  const seen = recent.get(text);
+  const seen = recent.get(origin);
   if (seen && t - seen.at < REPEAT_MS) {
     seen.repeats++;
     log.debug({ origin, text }, "chain.polkadot");
     return;
   }
-  if (recent.size > 100) recent.clear();
-  recent.set(text, { at: t, repeats: 0 });
+  recent.set(origin, { at: t, repeats: 0 });
   log[level]({ origin, text, ...(seen?.repeats ? { repeated: seen.repeats } : {}) }, "chain.polkadot");
 }
 
@@ -62,6 +64,7 @@ export function polkadotOrigin(args: readonly unknown[]): string | undefined {
  * the console again). The console methods are wrapped once per process.
  */
 export function routePolkadotLogs(log: Logger | undefined): void {
+  if (log !== sink) recent.clear();
   sink = log;
   if (installed) return;
   installed = true;

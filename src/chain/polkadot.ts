@@ -90,7 +90,7 @@ export class PolkadotChainClient implements ChainClient {
       blockTimeS: 12,
       ...opts,
     };
-    this.log = (opts.log ?? silentLogger).child({ mod: "chain", endpoint: safeUrl(opts.endpoint) });
+    this.log = (opts.log ?? silentLogger).child({ component: "chain", endpoint: safeUrl(opts.endpoint) });
     // @polkadot/api writes its own lines (API-WS: disconnected …) to the console: into our log instead.
     if (opts.log) routePolkadotLogs(this.log);
   }
@@ -169,7 +169,7 @@ export class PolkadotChainClient implements ChainClient {
     const o = this.outage;
     if (!o) {
       this.outage = { since: t, attempts: 1, reportedAt: t };
-      this.log.warn({ epoch: this.connectionEpoch }, "chain.disconnected");
+      this.log.warn({ connection: this.connectionEpoch }, "chain.disconnected");
     } else {
       o.attempts++;
       const fields = { attempts: o.attempts, forS: Math.round((t - o.since) / 1000) };
@@ -187,7 +187,7 @@ export class PolkadotChainClient implements ChainClient {
     this.outage = undefined;
     this.log.info(
       {
-        epoch: this.connectionEpoch,
+        connection: this.connectionEpoch,
         ...(o ? { attempts: o.attempts, afterS: Math.round((performance.now() - o.since) / 1000) } : {}),
       },
       "chain.connected",

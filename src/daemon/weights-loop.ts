@@ -199,7 +199,7 @@ export class WeightSetter {
     // Outcomes without a name (timeout, aborted, dropped) are worth another try soon.
     const kind = res.errorKind ?? "transient";
     this.log.warn(
-      { ...fields, outcome: res.outcome, error: res.errorName, kind, txHash: res.txHash, msg: res.message },
+      { ...fields, outcome: res.outcome, error: res.errorName, kind, txHash: res.txHash, err: res.message },
       "weights.not_included",
     );
     if (kind === "rate_limited") {

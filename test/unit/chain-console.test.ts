@@ -71,20 +71,24 @@ describe("the @polkadot console bridge", () => {
     expect(maskUrls("at https://u:p@h:1/x?sig=1, then")).toBe("at https://h:1/x?[redacted], then");
   });
 
-  it("a line repeated within a minute (a lost endpoint, every 2.5 s) is a debug line, not another warning", () => {
+  it("an origin's lines within a minute of its warning (a lost endpoint, every 2.5 s) are debug lines", () => {
     const { log, lines } = capture();
     routePolkadotLogs(log);
-    for (let k = 0; k < 5; k++)
+    for (let k = 0; k < 4; k++)
       polkadotLogger("api-ws").error("disconnected from ws://127.0.0.1:9: 1006:: connect ECONNREFUSED");
-    polkadotLogger("api-ws").error("disconnected from ws://127.0.0.1:10: 1006:: connect ECONNREFUSED");
-    expect(lines.map((l) => [l.level, l.text])).toEqual([
-      [40, "disconnected from ws://127.0.0.1:9: 1006:: connect ECONNREFUSED"],
-      [20, "disconnected from ws://127.0.0.1:9: 1006:: connect ECONNREFUSED"],
-      [20, "disconnected from ws://127.0.0.1:9: 1006:: connect ECONNREFUSED"],
-      [20, "disconnected from ws://127.0.0.1:9: 1006:: connect ECONNREFUSED"],
-      [20, "disconnected from ws://127.0.0.1:9: 1006:: connect ECONNREFUSED"],
-      [40, "disconnected from ws://127.0.0.1:10: 1006:: connect ECONNREFUSED"],
+    polkadotLogger("api-ws").error("disconnected from ws://127.0.0.1:9: 1006:: Abnormal Closure");
+    polkadotLogger("rpc-core").error("getHeader(hash?: BlockHash): Header:: WebSocket is not connected");
+    polkadotLogger("rpc-core").error("getBlockHash(n): BlockHash:: WebSocket is not connected");
+    expect(lines.map((l) => [l.level, l.origin])).toEqual([
+      [40, "API-WS"],
+      [20, "API-WS"],
+      [20, "API-WS"],
+      [20, "API-WS"],
+      [20, "API-WS"],
+      [40, "RPC-CORE"],
+      [20, "RPC-CORE"],
     ]);
+    expect(lines[0]!.text).toBe("disconnected from ws://127.0.0.1:9: 1006:: connect ECONNREFUSED");
   });
 
   it("leaves every other console call alone, and lets @polkadot through again without a sink", () => {
