@@ -191,6 +191,7 @@ export const ERROR_CODES = [
   "container_create_failed",
   "container_inspect_failed",
   "container_kill_failed",
+  "container_list_failed",
   "container_logs_failed",
   "container_remove_failed",
   "container_start_failed",
