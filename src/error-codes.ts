@@ -232,6 +232,9 @@ export const ERROR_CODES = [
   "suites_invalid",
   "unknown_scenario",
   // store/
+  "db_backup_failed",
+  "db_backup_target_exists",
+  "db_missing",
   "db_migration_conflict",
   "db_newer_than_code",
   "db_open_failed",
