@@ -13,7 +13,9 @@
 #             A wallet it cannot use is reported with the fix on the host (WALLETS_DIR, VALIDATOR_UID in
 #             docker/.env; WALLET_NAME/WALLET_HOTKEY in .env.validator), written to /run/trajrl/setup-error
 #             (the HEALTHCHECK shows it), and re-checked every 30 s: no restart loop, and the daemon
-#             starts by itself once the files are fixed.
+#             starts by itself once the files are fixed. An invalid .env.validator is held the same
+#             way, with the fix that applies to it (`up -d`: the env file is read at creation only).
+# Every line this script writes is a JSON log line, as the daemon's are (`component: entrypoint`).
 # docker/README.md, "User, Docker socket, wallets", explains this for operators.
 set -eu
 
@@ -21,7 +23,13 @@ CLI=/app/bin/trajrl-validator.js
 SETUP_ERROR=/run/trajrl/setup-error
 COMPOSE="docker compose -f docker/docker-compose.validator.yml"
 
-say() { printf 'validator-entrypoint: %s\n' "$*" >&2; }
+# A JSON string's body (quotes, backslashes, tabs and new lines escaped; other controls dropped).
+json() { sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/\\t/g' | tr -d '\000-\010\013-\037' | awk 'NR > 1 { printf "\\n" } { printf "%s", $0 }'; }
+# say LEVEL EVENT TEXT: one JSON log line on stderr, shaped like the daemon's pino lines.
+say() {
+  printf '{"level":"%s","time":"%s","svc":"trajrl-validator","component":"entrypoint","text":"%s","msg":"entrypoint.%s"}\n' \
+    "$1" "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)" "$(printf '%s' "$3" | json)" "$2" >&2
+}
 
 # Called as `trajrl-validator` (an exec into the running container): quiet, no wallet wait.
 case "$(basename "$0")" in trajrl-validator) daemon=0 ;; *) daemon=1 ;; esac
@@ -31,7 +39,7 @@ case "$(basename "$0")" in trajrl-validator) daemon=0 ;; *) daemon=1 ;; esac
 fix() { # NAME VALUE WHY
   eval "have=\${$1-}"
   if [ -n "$have" ] && [ "$have" != "$2" ] && [ "$daemon" = 1 ]; then
-    say "$1=$have (set in .env.validator) is not used in the container: $3. Using $1=$2."
+    say warn setting_ignored "$1=$have (set in .env.validator) is not used in the container: $3. Using $1=$2."
   fi
   export "$1=$2"
 }
@@ -51,9 +59,9 @@ if [ "$daemon" = 1 ] && [ "${TRAJRL_AUTO_UPDATE:-false}" = true ]; then
   host=""
   case "$img" in */*) host="${img%%/*}" ;; esac
   case "$host" in
-    *.invalid) say "AUTO_UPDATE=true, but VALIDATOR_IMAGE=$img is a local build: Watchtower has nothing to update it from" ;;
+    *.invalid) say warn auto_update "AUTO_UPDATE=true, but VALIDATOR_IMAGE=$img is a local build: Watchtower has nothing to update it from" ;;
     *.* | *:* | localhost) : ;;
-    *) say "WARNING: AUTO_UPDATE=true with VALIDATOR_IMAGE=$img, a Docker Hub name: whoever publishes under it controls this validator (its Docker socket, its hotkey). Use an image in a registry you control (docker/README.md, Updates)." ;;
+    *) say warn auto_update "AUTO_UPDATE=true with VALIDATOR_IMAGE=$img, a Docker Hub name: whoever publishes under it controls this validator (its Docker socket, its hotkey). Use an image in a registry you control (docker/README.md, Updates)." ;;
   esac
 fi
 
@@ -79,7 +87,7 @@ fi
 groups=""
 as_root=0
 if [ "$uid" = 0 ]; then
-  [ "$daemon" = 0 ] || say "VALIDATOR_UID=0: running as root"
+  [ "$daemon" = 0 ] || say info identity "VALIDATOR_UID=0: running as root"
   as_root=1
 elif [ -S "$sock" ]; then
   mode="$(stat -c %a "$sock")"
@@ -90,11 +98,11 @@ elif [ -S "$sock" ]; then
   elif [ $(((0$mode >> 3) & 6)) -eq 6 ]; then
     groups="$sgid"
   else
-    [ "$daemon" = 0 ] || say "$sock (mode $mode, owner $owner:$sgid) admits only its owner: running as root"
+    [ "$daemon" = 0 ] || say warn identity "$sock (mode $mode, owner $owner:$sgid) admits only its owner: running as root"
     as_root=1
   fi
 else
-  [ "$daemon" = 0 ] || say "no Docker socket at $sock (mount it: see docker/docker-compose.validator.yml)"
+  [ "$daemon" = 0 ] || say warn identity "no Docker socket at $sock (mount it: see docker/docker-compose.validator.yml)"
 fi
 
 if [ "$as_root" = 1 ]; then
@@ -135,8 +143,11 @@ if [ "$daemon" = 1 ]; then
       break
     fi
     if [ "$out" != "$last" ]; then
-      printf '%s\n' "$out" | sed '/^[0-9]* failed/d; s/^/validator-entrypoint: /' >&2
-      say "the daemon starts once this is fixed (checked every 30 s); after changing docker/.env: $COMPOSE up -d"
+      say error setup_blocked "$(printf '%s\n' "$out" | sed '/^[0-9]* failed/d')"
+      case "$out" in
+        *"invalid environment"*) say info waiting "fix it in .env.validator, then: $COMPOSE up -d (the container reads .env.validator when it is created: no re-check here sees an edit)" ;;
+        *) say info waiting "the daemon starts once this is fixed (checked every 30 s); after changing docker/.env: $COMPOSE up -d" ;;
+      esac
       last="$out"
     fi
     printf '%s\n' "$out" | sed -n 's/^FAIL *wallet *//p; s/^ *→ /→ /p' | tr '\n' ' ' >"$SETUP_ERROR"

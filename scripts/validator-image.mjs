@@ -15,6 +15,10 @@
  *   npm-cache/_cacache  only the tarballs that lockfile names, copied from this host's npm cache
  *       (filled by the host's own `npm ci`)
  * and then runs `docker build` FROM the locally imported debian:bookworm-slim, never pulling.
+ * What the build fetches: Debian's packages through apt (python3, make, g++, ca-certificates to
+ * compile better-sqlite3; ca-certificates, tini, iptables in the image) from the mirror the base
+ * image names. Nothing from the npm registry: the host's own `npm ci` filled the cache this stages,
+ * and `stage` checks every tarball is there before writing anything.
  *
  *   node scripts/validator-image.mjs stage              stage only (then `docker compose build` works)
  *   node scripts/validator-image.mjs build [--tag T] [--label k=v]…   stage + docker build (default tags
@@ -71,8 +75,12 @@ function copyTree(src, dst, skip = () => false, rel = "") {
   copyFileSync(src, dst);
 }
 
-function stageNode() {
+/** This host's Node, its headers and its npm, checked before anything is written. */
+function hostNode() {
   const node = process.execPath;
+  const [major, minor] = process.versions.node.split(".").map(Number);
+  if (major < 20 || (major === 20 && minor < 18))
+    die(`Node ${process.version} is too old: the validator needs >= 20.18`);
   const prefix = resolve(dirname(node), "..");
   const headers = join(prefix, "include/node");
   if (!existsSync(join(headers, "node_api.h")) || !existsSync(join(headers, "common.gypi")))
@@ -80,9 +88,10 @@ function stageNode() {
   const npmRoot = execFileSync("npm", ["root", "-g"], { encoding: "utf8" }).trim();
   const npm = join(npmRoot, "npm");
   if (!existsSync(join(npm, "bin/npm-cli.js"))) die(`no npm at ${npm}`);
-  const [major, minor] = process.versions.node.split(".").map(Number);
-  if (major < 20 || (major === 20 && minor < 18))
-    die(`Node ${process.version} is too old: the validator needs >= 20.18`);
+  return { node, headers, npm };
+}
+
+function stageNode({ node, headers, npm }) {
   say(`node ${process.version} from ${node}, npm from ${npm}`);
   copyTree(node, join(OUT, "node/bin/node"));
   rmSync(join(OUT, "node/include/node/openssl"), { recursive: true, force: true });
@@ -143,7 +152,11 @@ function pruneLock(lock, pkg) {
   return { pkg: outPkg, lock: outLock, dropped: Object.keys(packages).length - keep.size };
 }
 
-function stagePackages() {
+/**
+ * The image's packages (the lockfile pruned to what the build needs), each with its tarball in this
+ * host's npm cache, or missing; nothing is written.
+ */
+function planPackages() {
   const full = JSON.parse(readFileSync(join(ROOT, "package-lock.json"), "utf8"));
   const pruned = pruneLock(full, JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")));
   const lock = pruned.lock;
@@ -151,8 +164,7 @@ function stagePackages() {
     execFileSync("npm", ["config", "get", "cache"], { encoding: "utf8" }).trim(),
     "_cacache",
   );
-  const dst = join(OUT, "npm-cache/_cacache");
-  let staged = 0;
+  const found = [];
   const missing = [];
   for (const [path, entry] of Object.entries(lock.packages ?? {})) {
     if (path === "" || entry.link || entry.inBundle || !entry.integrity) continue;
@@ -161,10 +173,8 @@ function stagePackages() {
     const [algo, b64] = entry.integrity.split(/\s+/)[0].split("-");
     const hex = Buffer.from(b64, "base64").toString("hex");
     const rel = join("content-v2", algo, hex.slice(0, 2), hex.slice(2, 4), hex.slice(4));
-    if (existsSync(join(cache, rel))) {
-      copyTree(join(cache, rel), join(dst, rel));
-      staged++;
-    } else
+    if (existsSync(join(cache, rel))) found.push(rel);
+    else
       missing.push({
         name,
         version: entry.version,
@@ -181,23 +191,35 @@ function stagePackages() {
     (!m.cpu || m.cpu.includes("x64")) &&
     (!m.libc || m.libc.includes("glibc"));
   const needed = missing.filter((m) => !m.optional || forThisPlatform(m));
-  if (needed.length)
+  if (needed.length) {
+    // One short line: the count and a few names, not every package of the lockfile.
+    const some = needed.slice(0, 3).map((m) => `${m.name}@${m.version}`);
     die(
-      `not in the host's npm cache: ${needed.map((m) => `${m.name}@${m.version}`).join(", ")} — run \`npm ci\` on this host first`,
+      `${needed.length} of the image's ${found.length + needed.length} npm packages are not in this host's npm cache (${some.join(", ")}${needed.length > 3 ? ", …" : ""}): run \`npm ci\` in ${ROOT} first`,
     );
-  writeFileSync(join(OUT, "package-lock.json"), `${JSON.stringify(lock, null, 2)}\n`);
+  }
+  return { cache, found, skipped: missing.length, pruned };
+}
+
+function stagePackages({ cache, found, skipped, pruned }) {
+  const dst = join(OUT, "npm-cache/_cacache");
+  for (const rel of found) copyTree(join(cache, rel), join(dst, rel));
+  writeFileSync(join(OUT, "package-lock.json"), `${JSON.stringify(pruned.lock, null, 2)}\n`);
   writeFileSync(join(OUT, "package.json"), `${JSON.stringify(pruned.pkg, null, 2)}\n`);
   say(
-    `${staged} package tarballs staged (${missing.length} optional ones for other platforms skipped; ${pruned.dropped} test and lint packages left out)`,
+    `${found.length} package tarballs staged (${skipped} optional ones for other platforms skipped; ${pruned.dropped} test and lint packages left out)`,
   );
 }
 
+/** Everything checked first (Node, headers, npm, every tarball in the cache); then written. */
 function stage() {
+  const node = hostNode();
+  const packages = planPackages();
   mkdirSync(OUT, { recursive: true });
   // Re-staged from scratch each time: a tarball the lockfile no longer names must not linger.
   rmSync(join(OUT, "npm-cache"), { recursive: true, force: true });
-  stageNode();
-  stagePackages();
+  stageNode(node);
+  stagePackages(packages);
 }
 
 function build(args) {

@@ -4,6 +4,7 @@
  * Errors caused by what the operator or a miner handed us are one line on stderr, exit 1.
  */
 import { Command, CommanderError } from "commander";
+import { registerBackup } from "./cli/backup.js";
 import { registerBench } from "./cli/bench.js";
 import { registerCheck } from "./cli/check.js";
 import { registerEngines } from "./cli/engines.js";
@@ -43,6 +44,7 @@ export function buildProgram(): Command {
   registerLocalnet(program);
   registerEngines(program);
   registerVerify(program);
+  registerBackup(program);
   return program;
 }
 

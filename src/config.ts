@@ -6,20 +6,25 @@
 import { homedir } from "node:os";
 import { resolve } from "node:path";
 import { z } from "zod";
+import { nearMissNames } from "./env-typos.js";
 import { InputError } from "./errors.js";
+import { isSecretKey } from "./log.js";
 import { LOCKED_JUDGE_MODEL, LOCKED_LLM_BASE_URL, LOCKED_TESTEE_MODEL } from "./subnet.js";
 
 const bool = z
   .enum(["1", "0", "true", "false", "yes", "no", "on", "off", ""])
   .transform((v) => v === "1" || v === "true" || v === "yes" || v === "on");
+const SWITCH_ON = ["1", "true", "yes", "on"];
+const SWITCH_OFF = ["0", "false", "no", "off"];
 /**
  * A switch read as upstream reads EVAL_ENABLED (tests/test_validator_modes.py): on for 1, true,
- * yes, on (trimmed, any case); off for anything else, "2" and "enabled" included.
+ * yes, on (trimmed, any case); off for anything else, "2" and "enabled" included (a warning names
+ * a value outside these words: configWarnings).
  */
 const upstreamSwitch = z
   .string()
   .optional()
-  .transform((v) => ["1", "true", "yes", "on"].includes((v ?? "").trim().toLowerCase()));
+  .transform((v) => SWITCH_ON.includes((v ?? "").trim().toLowerCase()));
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
 const num = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().min(min).max(max);
 const url = z.string().url();
@@ -284,6 +289,12 @@ export interface Config {
   policy: { python: string | undefined };
   /** Locked variables set in the environment, ignored (see lockedEnvWarning). */
   ignoredEnv: string[];
+  /**
+   * What was read but is likely not what the operator meant (a switch value outside its words, a
+   * name that looks like a setting's and is not one), one sentence each; the daemon logs them and
+   * `check` shows them.
+   */
+  warnings: string[];
 }
 
 const ENDPOINTS: Record<Env["NETWORK"], string> = {
@@ -304,8 +315,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   for (const [k, v] of Object.entries(picked)) if (v === "") picked[k] = undefined;
   const parsed = envObject.safeParse(picked);
   if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
-    throw new InputError("invalid_config", `invalid environment: ${lines.join("; ")}`);
+    const lines = parsed.error.issues.map((i) => describeIssue(i, picked));
+    throw new InputError("invalid_config", `invalid environment: ${[...new Set(lines)].join("; ")}`);
   }
   const e = parsed.data;
   const dataDir = resolve(expandHome(e.DATA_DIR));
@@ -379,7 +390,50 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     status: { host: e.STATUS_HOST, port: e.STATUS_PORT, degradedAfterMs: e.DEGRADED_AFTER_S * 1000 },
     policy: { python: e.TRAJRL_PYTHON },
     ignoredEnv: LOCKED_ENV.filter((name) => (env[name]?.trim() ?? "") !== ""),
+    warnings: configWarnings(env),
   };
+}
+
+/**
+ * One bad variable as the operator wrote it: its name and value (a secret's value never) and what
+ * was expected — `DEGRADED_AFTER_S="30s" is not a number`, not zod's "expected number, received NaN".
+ */
+function describeIssue(issue: z.core.$ZodIssue, picked: Record<string, string | undefined>): string {
+  const name = String(issue.path[0] ?? "?");
+  const raw = picked[name];
+  const shown =
+    raw === undefined ? `${name} (unset)` : isSecretKey(name) ? name : `${name}=${JSON.stringify(raw)}`;
+  switch (issue.code) {
+    case "invalid_type":
+      return `${shown} is not ${issue.expected === "int" ? "a whole number" : issue.expected === "number" ? "a number" : issue.expected}`;
+    case "too_small":
+      return issue.origin === "string"
+        ? `${shown} is empty`
+        : `${shown} is below the minimum ${issue.minimum}`;
+    case "too_big":
+      return `${shown} is above the maximum ${issue.maximum}`;
+    case "invalid_value":
+      return `${shown} is not one of ${issue.values.map(String).join(", ")}`;
+    case "invalid_format":
+      return `${shown} is not ${issue.format === "url" ? "a URL" : issue.format === "regex" ? issue.message : `a valid ${issue.format}`}`;
+    default:
+      return `${name}: ${issue.message}`;
+  }
+}
+
+/** Sentences for what parses but is likely a mistake (Config.warnings). Pure. */
+export function configWarnings(env: Record<string, string | undefined>): string[] {
+  const out: string[] = [];
+  const evalEnabled = env.EVAL_ENABLED?.trim().toLowerCase();
+  if (evalEnabled && !SWITCH_ON.includes(evalEnabled) && !SWITCH_OFF.includes(evalEnabled))
+    out.push(
+      `EVAL_ENABLED=${JSON.stringify(env.EVAL_ENABLED)} is not one of ${SWITCH_ON.join(", ")} (evaluate) or ${SWITCH_OFF.join(", ")}: read as off, weight-only (upstream's rule)`,
+    );
+  for (const m of nearMissNames(env, [...Object.keys(ENV_SCHEMA), ...LOCKED_ENV]))
+    out.push(
+      `${m.name} is not a setting of this validator and is ignored${m.suggestion ? `: did you mean ${m.suggestion}?` : ""}`,
+    );
+  return out;
 }
 
 /**

@@ -194,6 +194,7 @@ export const ERROR_CODES = [
   "container_create_failed",
   "container_inspect_failed",
   "container_kill_failed",
+  "container_list_failed",
   "container_logs_failed",
   "container_remove_failed",
   "container_start_failed",
@@ -237,6 +238,9 @@ export const ERROR_CODES = [
   "suites_invalid",
   "unknown_scenario",
   // store/
+  "db_backup_failed",
+  "db_backup_target_exists",
+  "db_missing",
   "db_migration_conflict",
   "db_newer_than_code",
   "db_open_failed",

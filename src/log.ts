@@ -106,12 +106,23 @@ export function createLogger(opts: LogOptions = {}): Logger {
   // pino applies `formatters.bindings` to the root only; children (and theirs, which inherit this
   // method) get their bindings censored here.
   const child = logger.child as unknown as (
-    this: unknown,
+    this: Logger,
     b: pino.Bindings,
     o?: pino.ChildLoggerOptions,
   ) => Logger;
-  logger.child = function (this: unknown, bindings: pino.Bindings, childOptions?: pino.ChildLoggerOptions) {
-    return child.call(this, redactDeep(bindings) as pino.Bindings, childOptions);
+  const rootKeys = new Set(Object.keys(logger.bindings()));
+  logger.child = function (this: Logger, bindings: pino.Bindings, childOptions?: pino.ChildLoggerOptions) {
+    const own = redactDeep(bindings) as pino.Bindings;
+    const bound = this.bindings();
+    if (!Object.keys(own).some((k) => k in bound)) return child.call(this, own, childOptions);
+    // pino appends a child's bindings to its parent's: a key bound again would be written twice on
+    // every line (`"component":"pool",…,"component":"sandbox"`), and a reader keeps one of the two.
+    // Rebuilt from the root instead, each key once, the innermost value winning.
+    const merged: pino.Bindings = {};
+    for (const [k, v] of Object.entries(bound)) if (!rootKeys.has(k)) merged[k] = v;
+    const c = child.call(logger, { ...merged, ...own }, childOptions);
+    if (childOptions?.level === undefined) c.level = this.level;
+    return c;
   } as unknown as typeof logger.child;
   return logger;
 }
@@ -119,10 +130,14 @@ export function createLogger(opts: LogOptions = {}): Logger {
 /** A logger that drops everything: for library callers and tests that do not care. */
 export const silentLogger: Logger = pino({ level: "silent" });
 
-/** Mask a URL's credentials and query string for logs (pack URLs may be pre-signed). */
+/**
+ * Mask a URL's credentials and query string for logs (pack URLs may be pre-signed); a URL with
+ * neither is returned as written.
+ */
 export function safeUrl(url: string): string {
   try {
     const u = new URL(url);
+    if (!u.username && !u.password && !u.search) return url;
     u.username = "";
     u.password = "";
     const q = u.search ? "?[redacted]" : "";

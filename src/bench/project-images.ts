@@ -16,6 +16,7 @@ import { sidecarBuildContext } from "../policy/index.js";
 import {
   type BuiltImage,
   type Docker,
+  IMAGE_CHECKOUT_LABEL,
   IMAGE_KIND_LABEL,
   ImageBuilder,
   type ImageSpec,
@@ -101,7 +102,7 @@ export class ProjectImages {
         ...AGENT_BASE_CONTEXT.extra.map((e) => ({ from: join(root, e.from), to: e.to })),
       ],
       dockerfile: AGENT_BASE_CONTEXT.dockerfile,
-      labels: { [IMAGE_KIND_LABEL]: "agent-base" },
+      labels: { [IMAGE_KIND_LABEL]: "agent-base", [IMAGE_CHECKOUT_LABEL]: this.opts.repoRoot },
     };
   }
 
@@ -112,7 +113,7 @@ export class ProjectImages {
       repo: "trajrl/sidecar",
       sources: ctx.files.map((f) => ({ from: join(ctx.root, f), to: f })),
       dockerfile: ctx.dockerfile,
-      labels: { [IMAGE_KIND_LABEL]: "sidecar" },
+      labels: { [IMAGE_KIND_LABEL]: "sidecar", [IMAGE_CHECKOUT_LABEL]: this.opts.repoRoot },
     };
   }
 
@@ -123,7 +124,7 @@ export class ProjectImages {
       repo: "trajrl/meter-relay",
       sources: [{ from: dir, to: "" }],
       dockerfile: "Dockerfile",
-      labels: { [IMAGE_KIND_LABEL]: "meter-relay" },
+      labels: { [IMAGE_KIND_LABEL]: "meter-relay", [IMAGE_CHECKOUT_LABEL]: this.opts.repoRoot },
     };
   }
 
@@ -134,7 +135,11 @@ export class ProjectImages {
       dockerfile: "Dockerfile",
       buildArgs: { AGENT_BASE: base.ref },
       baseImageIds: [base.id],
-      labels: { [IMAGE_KIND_LABEL]: "scenario", "trajrl.scenario": s.name },
+      labels: {
+        [IMAGE_KIND_LABEL]: "scenario",
+        "trajrl.scenario": s.name,
+        [IMAGE_CHECKOUT_LABEL]: this.opts.repoRoot,
+      },
     };
   }
 

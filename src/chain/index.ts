@@ -4,7 +4,7 @@
  * checks in polkadot.ts, reads in snapshot.ts, set_weights in extrinsic.ts). Import this module
  * lazily (dynamic import) from CLI handlers: it loads @polkadot/api.
  */
-export { polkadotOrigin, routePolkadotLogs } from "./console-bridge.js";
+export { maskUrls, polkadotOrigin, routePolkadotLogs } from "./console-bridge.js";
 export {
   type PoolRejection,
   parsePoolRejection,

@@ -54,6 +54,9 @@ export interface PolkadotChainClientOptions {
   nowS?: () => number;
 }
 
+/** While the endpoint stays lost, one warning per this long (each reconnect attempt is a debug line). */
+const OUTAGE_REPORT_MS = 60_000;
+
 export class PolkadotChainClient implements ChainClient {
   private api: ApiPromise | undefined;
   private provider: WsProvider | undefined;
@@ -61,6 +64,9 @@ export class PolkadotChainClient implements ChainClient {
   private readonly log: Logger;
   /** Counts provider disconnects, for the logs. */
   private connectionEpoch = 0;
+  /** The endpoint lost: since when (monotonic ms), failed attempts since, when last reported. */
+  private outage: { since: number; attempts: number; reportedAt: number } | undefined;
+  private reachability: (ok: boolean, reason: string) => void = () => {};
   private readonly opts: Required<
     Pick<
       PolkadotChainClientOptions,
@@ -84,7 +90,7 @@ export class PolkadotChainClient implements ChainClient {
       blockTimeS: 12,
       ...opts,
     };
-    this.log = (opts.log ?? silentLogger).child({ mod: "chain", endpoint: safeUrl(opts.endpoint) });
+    this.log = (opts.log ?? silentLogger).child({ component: "chain", endpoint: safeUrl(opts.endpoint) });
     // @polkadot/api writes its own lines (API-WS: disconnected …) to the console: into our log instead.
     if (opts.log) routePolkadotLogs(this.log);
   }
@@ -105,11 +111,8 @@ export class PolkadotChainClient implements ChainClient {
       {},
       this.opts.requestTimeoutMs,
     );
-    provider.on("disconnected", () => {
-      this.connectionEpoch++;
-      this.log.warn({ epoch: this.connectionEpoch }, "chain.disconnected");
-    });
-    provider.on("connected", () => this.log.info({ epoch: this.connectionEpoch }, "chain.connected"));
+    provider.on("disconnected", () => this.onDisconnected());
+    provider.on("connected", () => this.onConnected());
     provider.on("error", () => {});
     const api = new ApiPromise({ provider, noInitWarn: true, signedExtensions: SIGNED_EXTENSIONS });
     api.on("error", () => {});
@@ -122,6 +125,7 @@ export class PolkadotChainClient implements ChainClient {
       );
     } catch (err) {
       await api.disconnect().catch(() => {});
+      if (!isAbortError(err)) this.reachability(false, `cannot connect to ${safeUrl(this.opts.endpoint)}`);
       if (err instanceof InfraError || isAbortError(err)) throw err;
       throw new InfraError(
         "chain_connect_failed",
@@ -149,6 +153,46 @@ export class PolkadotChainClient implements ChainClient {
       "chain.ready",
     );
     return this.info;
+  }
+
+  watchReachability(cb: (ok: boolean, reason: string) => void): void {
+    this.reachability = cb;
+  }
+
+  /**
+   * The provider lost the endpoint, or failed to reach it again (it retries every reconnectDelayMs):
+   * the first loss is a warning, the attempts after it debug lines and one warning a minute.
+   */
+  private onDisconnected(): void {
+    this.connectionEpoch++;
+    const t = performance.now();
+    const o = this.outage;
+    if (!o) {
+      this.outage = { since: t, attempts: 1, reportedAt: t };
+      this.log.warn({ connection: this.connectionEpoch }, "chain.disconnected");
+    } else {
+      o.attempts++;
+      const fields = { attempts: o.attempts, forS: Math.round((t - o.since) / 1000) };
+      if (t - o.reportedAt < OUTAGE_REPORT_MS) this.log.debug(fields, "chain.reconnect_failed");
+      else {
+        o.reportedAt = t;
+        this.log.warn(fields, "chain.still_disconnected");
+      }
+    }
+    this.reachability(false, `disconnected from ${safeUrl(this.opts.endpoint)}`);
+  }
+
+  private onConnected(): void {
+    const o = this.outage;
+    this.outage = undefined;
+    this.log.info(
+      {
+        connection: this.connectionEpoch,
+        ...(o ? { attempts: o.attempts, afterS: Math.round((performance.now() - o.since) / 1000) } : {}),
+      },
+      "chain.connected",
+    );
+    this.reachability(true, "connected");
   }
 
   async disconnect(): Promise<void> {

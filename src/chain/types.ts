@@ -114,6 +114,11 @@ export interface SetWeightsOptions {
 export interface ChainClient {
   /** Connect (reconnects on its own afterwards) and run the startup checks. */
   connect(opts?: { signal?: AbortSignal }): Promise<ChainInfo>;
+  /**
+   * Be told each time the endpoint is lost or fails to connect (false, with the reason) and each
+   * time it answers again (true): health's outage clock starts at the first loss.
+   */
+  watchReachability?(cb: (ok: boolean, reason: string) => void): void;
   disconnect(): Promise<void>;
   readonly isConnected: boolean;
   /** The hotkey that signs, when one is loaded. */

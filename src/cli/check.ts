@@ -1,17 +1,19 @@
 /**
  * `trajrl-validator check`: the operator's preflight, run right after `up -d` (README). One line per
- * check — wallet, chain, platform, model provider, Docker, the engine pool, the episode runtime, firewall, disk — each ok, warn or FAIL,
+ * check — settings, wallet, chain, platform, model provider, Docker, the engine pool, the episode runtime, firewall, disk — each ok, warn or FAIL,
  * with what to change when it is not ok, named as the operator sets it (in the compose deployment:
  * the host-side settings of docker/.env, not the paths inside the container). Exit 0 when nothing
  * FAILed, 1 otherwise. The image's entrypoint runs `check --only wallet` before the daemon starts.
  */
-import type { Stats } from "node:fs";
 import type { Command } from "commander";
 import type { Config } from "../config.js";
 import { IDENTITY } from "../version.js";
 import { checkRuntime } from "./check-runtime.js";
 import { out } from "./io.js";
+import { COMPOSE, closedDirOnPath, type Deployment, walletHint } from "./wallet-hint.js";
 import { withTimeout } from "./within.js";
+
+export { COMPOSE, type Deployment, walletHint } from "./wallet-hint.js";
 
 export type CheckLevel = "ok" | "warn" | "fail";
 
@@ -24,6 +26,7 @@ export interface CheckResult {
 }
 
 export const CHECKS = [
+  "config",
   "wallet",
   "chain",
   "platform",
@@ -35,59 +38,6 @@ export const CHECKS = [
   "disk",
 ] as const;
 export type CheckName = (typeof CHECKS)[number];
-
-/** Where the operator changes things: the compose deployment (host-side settings) or a plain process. */
-export interface Deployment {
-  inContainer: boolean;
-  /** WALLETS_DIR as compose resolved it on the host (TRAJRL_HOST_WALLETS_DIR), when known. */
-  hostWalletsDir: string | undefined;
-  /** The compose command the README uses, for hints. */
-  compose: string;
-}
-
-export const COMPOSE = "docker compose -f docker/docker-compose.validator.yml";
-
-/**
- * Pure: what to tell the operator about a hotkey file that cannot be used, from what the file
- * system says. `stat` is the file's (undefined when absent), `wallets` the wallet names found.
- */
-export function walletHint(input: {
-  dep: Deployment;
-  walletPath: string;
-  walletName: string;
-  walletHotkey: string;
-  errCode: string;
-  stat: Pick<Stats, "uid" | "gid" | "mode"> | undefined;
-  uid: number;
-  wallets: readonly string[] | undefined;
-}): string {
-  const { dep } = input;
-  const where = dep.inContainer
-    ? `the wallets directory mounted from the host (${dep.hostWalletsDir ?? "WALLETS_DIR"}; WALLETS_DIR in docker/.env)`
-    : `WALLET_PATH ${input.walletPath}`;
-  if (input.stat && input.errCode === "EACCES") {
-    const mode = (input.stat.mode & 0o777).toString(8).padStart(4, "0");
-    const owner = input.stat.uid;
-    return dep.inContainer
-      ? `the hotkey file belongs to uid ${owner} (mode ${mode}) and the validator runs as uid ${input.uid}: set VALIDATOR_UID=${owner} in docker/.env${owner === 0 ? " (the key is root's: the validator then runs as root)" : ""}, or make the key's owner the owner of WALLETS_DIR, then \`${dep.compose} up -d\``
-      : `the hotkey file belongs to uid ${owner} (mode ${mode}) and this process runs as uid ${input.uid}: run the validator as uid ${owner}`;
-  }
-  if (input.errCode === "ENOENT" || input.errCode === "ENOTDIR") {
-    const list =
-      input.wallets === undefined
-        ? ""
-        : input.wallets.length
-          ? ` Wallets there: ${input.wallets.join(", ")}.`
-          : " It holds no wallet at all.";
-    const names = "WALLET_NAME / WALLET_HOTKEY in .env.validator";
-    return dep.inContainer
-      ? `no hotkey ${input.walletName}/hotkeys/${input.walletHotkey} in ${where}.${list} Point WALLETS_DIR in docker/.env at the directory btcli writes (\`btcli wallet list\` shows it), or set ${names}; then \`${dep.compose} up -d\``
-      : `no hotkey ${input.walletName}/hotkeys/${input.walletHotkey} under ${where}.${list} Set WALLET_PATH, ${names}`;
-  }
-  return dep.inContainer
-    ? `check the hotkey in ${where} (WALLET_NAME / WALLET_HOTKEY in .env.validator)`
-    : `check WALLET_PATH, WALLET_NAME and WALLET_HOTKEY`;
-}
 
 /** Pure: one line per result, aligned; the fix indented under it. */
 export function renderChecks(results: readonly CheckResult[]): string {
@@ -116,6 +66,20 @@ interface Ctx {
   hotkey?: import("../chain/index.js").Hotkey;
 }
 
+/** The settings parsed (else `check` stopped with the error); what parses but looks mistaken is a warning. */
+async function checkConfig(ctx: Ctx): Promise<CheckResult> {
+  const w = ctx.config.warnings;
+  if (!w.length) return { name: "config", level: "ok", detail: "every setting read" };
+  return {
+    name: "config",
+    level: "warn",
+    detail: w.join("; "),
+    fix: ctx.dep.inContainer
+      ? `correct .env.validator, then \`${ctx.dep.compose} up -d\` (the container reads it when it is created)`
+      : "correct the environment (.env.validator)",
+  };
+}
+
 async function checkWallet(ctx: Ctx): Promise<CheckResult> {
   const { loadHotkey, hotkeyPath } = await import("../chain/index.js");
   const c = ctx.config.chain;
@@ -135,6 +99,7 @@ async function checkWallet(ctx: Ctx): Promise<CheckResult> {
     const wallets = await readdir(c.walletPath, { withFileTypes: true })
       .then((d) => d.filter((e) => e.isDirectory()).map((e) => e.name))
       .catch(() => undefined);
+    const closedDir = st ? undefined : await closedDirOnPath(c.walletPath, c.walletName);
     return {
       name: "wallet",
       level: "fail",
@@ -148,6 +113,7 @@ async function checkWallet(ctx: Ctx): Promise<CheckResult> {
         stat: st,
         uid: process.getuid?.() ?? -1,
         wallets,
+        closedDir,
       }),
     };
   }
@@ -429,6 +395,7 @@ const evaluatingOnly =
       : Promise.resolve({ name, level: "ok", detail: "not used: weight-only mode (EVAL_ENABLED off)" });
 
 const RUNNERS: Record<CheckName, (ctx: Ctx) => Promise<CheckResult>> = {
+  config: checkConfig,
   wallet: checkWallet,
   chain: checkChain,
   platform: checkPlatform,

@@ -1,9 +1,12 @@
 /**
  * `trajrl-validator run`: the long-running validator (src/daemon). Configuration from the
- * environment; pino JSON logs on stdout (with epoch, pack, evaluation and episode ids). SIGTERM or
- * SIGINT stops it gracefully (exit 0); a second signal exits at once.
+ * environment; pino JSON logs on stdout (with epoch, pack, evaluation and episode ids), its fatal
+ * start errors included (`daemon.start_failed`, exit 1): every line a log pipeline reads is JSON.
+ * SIGTERM or SIGINT stops it gracefully (exit 0); a second signal exits at once.
  */
 import type { Command } from "commander";
+import { toValidatorError } from "../errors.js";
+import type { Logger } from "../log.js";
 
 export function registerRun(program: Command): void {
   program
@@ -26,7 +29,12 @@ async function runValidator(opts: { status: boolean }): Promise<number> {
       import("../daemon/index.js"),
       import("../status/index.js"),
     ]);
-  const config = loadConfig();
+  let config: import("../config.js").Config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    return startFailed(createLogger({ destination: pino.destination({ dest: 1, sync: true }) }), err);
+  }
   // Every line goes to stdout and to the tap, which copies the lines of each evaluation into its log archive.
   const tap = new LogTap();
   const stdout = pino.destination({ dest: 1, sync: false });
@@ -71,8 +79,9 @@ async function runValidator(opts: { status: boolean }): Promise<number> {
   try {
     await daemon.start();
   } catch (err) {
+    startFailed(log, err);
     flush();
-    throw err;
+    return 1;
   }
 
   let status: { url: string; close(): Promise<void> } | undefined;
@@ -95,4 +104,14 @@ async function runValidator(opts: { status: boolean }): Promise<number> {
   // Keep-alive sockets must not hold an exit the operator asked for.
   setTimeout(() => process.exit(0), 3_000).unref();
   return 0;
+}
+
+/**
+ * A start the daemon refuses (no wallet, a chain of another network, an invalid setting), as one
+ * JSON line on the log stream with its code and the fix: never a stack trace, never plain text.
+ */
+function startFailed(log: Logger, err: unknown): number {
+  const e = toValidatorError(err);
+  log.fatal({ code: e.code, err: e.message }, "daemon.start_failed");
+  return 1;
 }

@@ -22,7 +22,7 @@ import { InfraError, InputError, toValidatorError, ValidatorError } from "../err
 import { SHUTDOWN } from "../evaluation/index.js";
 import type { Logger } from "../log.js";
 import { PackCache, PlatformClient } from "../platform/index.js";
-import { LiveStatus } from "../status/index.js";
+import { LiveStatus, type Upstream } from "../status/index.js";
 import {
   type Db,
   EvaluationRepo,
@@ -127,8 +127,7 @@ export class Daemon {
     const c = this.config;
     try {
       assertSubnetRules(c);
-      const ignored = lockedEnvWarning(c);
-      if (ignored) this.log.warn({ ignored: c.ignoredEnv, reason: ignored }, "config.locked_env_ignored");
+      logConfigWarnings(c, this.log);
       this.hotkey =
         this.opts.hotkey ??
         (await loadHotkey({
@@ -153,18 +152,7 @@ export class Daemon {
           hotkey,
           log: this.opts.log,
         });
-      let chainUp = false;
-      try {
-        await this.chain.connect();
-        chainUp = true;
-      } catch (err) {
-        const e = toValidatorError(err);
-        // A chain of the wrong network or runtime is the operator's to fix: refuse to start.
-        if (e instanceof InputError || !e.retryable) throw e;
-        // An endpoint that is down now may be up in a minute: the weight loop keeps trying.
-        this.log.error({ code: e.code, err: e.message }, "daemon.chain_unavailable_at_start");
-        this.live.raise(ALARM.chainUnreachable, `chain: ${e.code}: ${e.message}`, "error");
-      }
+      const chainUp = await this.connectChain(this.chain);
 
       // Weight-only (upstream's default) never opens the evaluation environment: no Docker, no meter.
       const evaluating = c.evaluation.enabled;
@@ -183,6 +171,7 @@ export class Daemon {
         log: this.opts.log,
         version: UPSTREAM_RELEASE,
         now: this.now,
+        onReachability: reachabilityOf(this.live, "platform"),
       });
       const platform = this.platform;
       const outbox = new VerdictOutboxRepo(db);
@@ -223,8 +212,10 @@ export class Daemon {
         try {
           return await winner.tick(s);
         } catch (err) {
-          if (!s.aborted)
-            this.live.raise(ALARM.platformUnreachable, `winner/current: ${toValidatorError(err).message}`);
+          if (!s.aborted) {
+            const message = `winner/current: ${toValidatorError(err).message}`;
+            this.live.raise(ALARM.platformUnreachable, message, "warn", this.live.outageSince("platform"));
+          }
           throw err;
         }
       };
@@ -356,6 +347,26 @@ export class Daemon {
     return this.stopPromise;
   }
 
+  /**
+   * Connect to the chain, its losses and returns feeding health's outage clock. False when the
+   * endpoint is down now (the weight loop keeps trying); a chain of the wrong network or runtime is
+   * the operator's to fix and throws.
+   */
+  private async connectChain(chain: ChainClient): Promise<boolean> {
+    chain.watchReachability?.(reachabilityOf(this.live, "chain"));
+    try {
+      await chain.connect();
+      return true;
+    } catch (err) {
+      const e = toValidatorError(err);
+      if (e instanceof InputError || !e.retryable) throw e;
+      this.log.error({ code: e.code, err: e.message }, "daemon.chain_unavailable_at_start");
+      const message = `chain: ${e.code}: ${e.message}`;
+      this.live.raise(ALARM.chainUnreachable, message, "error", this.live.outageSince("chain"));
+      return false;
+    }
+  }
+
   private async shutdown(): Promise<void> {
     // A start still opening things finishes first (its failure path closes on its own).
     while (this.state === "starting") await sleep(20);
@@ -457,4 +468,16 @@ export class Daemon {
     ]);
     clearTimeout(timer);
   }
+}
+
+/** What the settings say that the operator should hear at start: locked variables set, likely typos. */
+function logConfigWarnings(c: Config, log: Logger): void {
+  const ignored = lockedEnvWarning(c);
+  if (ignored) log.warn({ ignored: c.ignoredEnv, reason: ignored }, "config.locked_env_ignored");
+  for (const warning of c.warnings) log.warn({ warning }, "config.warning");
+}
+
+/** A reachability callback (chain client, platform client) that keeps `upstream`'s outage in `live`. */
+function reachabilityOf(live: LiveStatus, upstream: Upstream): (ok: boolean, reason: string) => void {
+  return (ok, reason) => (ok ? live.upstreamReached(upstream) : live.upstreamFailed(upstream, reason));
 }

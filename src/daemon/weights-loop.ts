@@ -15,6 +15,7 @@ import {
   nextWeightsDelayMs,
   planWeights,
   type WeightsBackoff,
+  type WeightsPlan,
   type WeightsTickOutcome,
   type WinnerView,
 } from "./weights-plan.js";
@@ -71,11 +72,14 @@ export class WeightSetter {
     const e = toValidatorError(err);
     const permanent = e instanceof InputError || (e instanceof ValidatorError && !e.retryable);
     if (permanent) this.d.live.raise(ALARM.weightsBlocked, `${e.code}: ${e.message}`, "error");
-    else if (failures >= 3)
+    else this.d.live.upstreamFailed("chain", `chain: ${e.code}: ${e.message}`);
+    // The alarm waits for a few failures (a reconnect is a blip); its start is the first one's.
+    if (!permanent && failures >= 3)
       this.d.live.raise(
         ALARM.chainUnreachable,
         `chain: ${e.code}: ${e.message} (${failures} failures)`,
         "error",
+        this.d.live.outageSince("chain"),
       );
     return nextWeightsDelayMs(
       permanent ? { kind: "blocked" } : { kind: "failed", errorKind: "transient" },
@@ -88,6 +92,7 @@ export class WeightSetter {
     const d = this.d;
     await this.ensureConnected(signal);
     const snap = await d.chain.snapshot(d.netuid, { signal });
+    d.live.upstreamReached("chain");
     const cached = d.winnerCache.read(d.now(), d.winnerCacheTtlMs);
     const seat = cached?.winner.winner ?? null;
     const ownerRow =
@@ -119,37 +124,7 @@ export class WeightSetter {
       d.live.clear(ALARM.weightsBlocked);
       return this.delay({ kind: "wait", blocksUntilAllowed: plan.blocksUntilAllowed });
     }
-    if (plan.kind === "blocked") {
-      const message = plan.problems.map((p) => `${p.code}: ${p.message}`).join("; ");
-      const id = d.weights.start({
-        netuid: d.netuid,
-        block: snap.block,
-        mode: "set_weights",
-        reason: plan.reason ?? undefined,
-        uids: plan.uids,
-        weights: plan.weights,
-        versionKey: plan.versionKey,
-      });
-      d.weights.finish(id, {
-        outcome: "skipped",
-        errorName: plan.problems[0]?.code,
-        errorKind: "permanent",
-        message,
-      });
-      d.live.raise(ALARM.weightsBlocked, `weights not set: ${message}`, "error");
-      d.live.weights({
-        at: d.now(),
-        outcome: "skipped",
-        uids: plan.uids,
-        weights: plan.weights,
-        reason: plan.reason ?? "blocked",
-        errorName: plan.problems[0]?.code ?? null,
-        block: snap.block,
-      });
-      const delay = this.delay({ kind: "blocked" });
-      this.log.error({ block: snap.block, problems: plan.problems, retryInMs: delay }, "weights.blocked");
-      return delay;
-    }
+    if (plan.kind === "blocked") return this.skipBlocked(plan, snap.block);
 
     const mode = snap.commitRevealEnabled ? "commit_timelocked_weights" : "set_weights";
     const id = d.weights.start({
@@ -224,7 +199,7 @@ export class WeightSetter {
     // Outcomes without a name (timeout, aborted, dropped) are worth another try soon.
     const kind = res.errorKind ?? "transient";
     this.log.warn(
-      { ...fields, outcome: res.outcome, error: res.errorName, kind, txHash: res.txHash, msg: res.message },
+      { ...fields, outcome: res.outcome, error: res.errorName, kind, txHash: res.txHash, err: res.message },
       "weights.not_included",
     );
     if (kind === "rate_limited") {
@@ -233,6 +208,40 @@ export class WeightSetter {
       return this.delay({ kind: "failed", errorKind: "rate_limited" });
     }
     return this.failed(kind, `${res.outcome} ${res.errorName ?? ""} ${res.message ?? ""}`.trim());
+  }
+
+  /** Weights that cannot be set (no burn target, …): a skipped attempt on record, an alarm, a long wait. */
+  private skipBlocked(plan: Extract<WeightsPlan, { kind: "blocked" }>, block: number): number {
+    const d = this.d;
+    const message = plan.problems.map((p) => `${p.code}: ${p.message}`).join("; ");
+    const id = d.weights.start({
+      netuid: d.netuid,
+      block,
+      mode: "set_weights",
+      reason: plan.reason ?? undefined,
+      uids: plan.uids,
+      weights: plan.weights,
+      versionKey: plan.versionKey,
+    });
+    d.weights.finish(id, {
+      outcome: "skipped",
+      errorName: plan.problems[0]?.code,
+      errorKind: "permanent",
+      message,
+    });
+    d.live.raise(ALARM.weightsBlocked, `weights not set: ${message}`, "error");
+    d.live.weights({
+      at: d.now(),
+      outcome: "skipped",
+      uids: plan.uids,
+      weights: plan.weights,
+      reason: plan.reason ?? "blocked",
+      errorName: plan.problems[0]?.code ?? null,
+      block,
+    });
+    const delay = this.delay({ kind: "blocked" });
+    this.log.error({ block, problems: plan.problems, retryInMs: delay }, "weights.blocked");
+    return delay;
   }
 
   /**

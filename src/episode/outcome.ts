@@ -72,7 +72,7 @@ function provenance(
         : `${collected.invalidTurns} turn records of the agent are not valid: answers that cannot be checked against the meter`,
   };
   run.failures.unshift(f);
-  run.log.warn({ class: f.class, code: f.code, msg: f.message }, "episode.failure");
+  run.log.warn({ class: f.class, code: f.code, err: f.message }, "episode.failure");
 }
 
 export async function finishEpisode(

@@ -78,7 +78,7 @@ export class EpisodeRun {
 
   fail(f: EpisodeFailure): void {
     this.failures.push(f);
-    this.log.warn({ class: f.class, code: f.code, msg: f.message }, "episode.failure");
+    this.log.warn({ class: f.class, code: f.code, err: f.message }, "episode.failure");
   }
 
   progress(p: EpisodePhaseUpdate): void {

@@ -91,7 +91,7 @@ export class Meter {
         data: opts.allowlist.models.map((id) => ({ id, object: "model", created: 0, owned_by: "engy" })),
       }),
     );
-    this.log = (opts.log ?? silentLogger).child({ mod: "meter" });
+    this.log = (opts.log ?? silentLogger).child({ component: "meter" });
     this.upstream = new Upstream({
       url: opts.upstreamUrl,
       apiKey: opts.apiKey,

@@ -35,12 +35,13 @@ import {
   notOk,
   PlatformTransport,
   type PostResult,
+  type Reachability,
   safeJson,
   safeJsonText,
 } from "./transport.js";
 
 export { buildScoreBody, classifyConflict, type ScoreOutcome, scoreOutcomeOf } from "./score.js";
-export type { PostResult } from "./transport.js";
+export type { PostResult, Reachability } from "./transport.js";
 
 /** Per-endpoint deadlines, ms. Defaults are the Python client's (trajrl_api.py). */
 export interface PlatformTimeouts {
@@ -78,6 +79,8 @@ export interface PlatformClientOptions {
   timeouts?: Partial<PlatformTimeouts>;
   dispatcher?: Dispatcher;
   progressInFlight?: number;
+  /** Told after every request whether the platform answered (health's outage clock). */
+  onReachability?: Reachability;
 }
 
 export interface CallOptions {
@@ -133,7 +136,7 @@ export class PlatformClient {
     this.version = opts.version ?? UPSTREAM_RELEASE;
     this.now = opts.now ?? Date.now;
     this.timeouts = { ...DEFAULT_TIMEOUTS, ...opts.timeouts };
-    this.http = new PlatformTransport(this.log, opts.dispatcher);
+    this.http = new PlatformTransport(this.log, opts.dispatcher, opts.onReachability);
     this.progressLimit = opts.progressInFlight ?? DEFAULT_PROGRESS_IN_FLIGHT;
   }
 

@@ -20,12 +20,19 @@ export type PostResult<R = undefined> =
 export const isRetryableStatus = (status: number) =>
   status === 408 || status === 425 || status === 429 || status >= 500;
 
+/**
+ * Whether the platform answered a request: false for no answer (refused, reset, timed out) or a 5xx,
+ * with the reason; true for any other status. A request the caller cancelled says nothing.
+ */
+export type Reachability = (ok: boolean, reason: string) => void;
+
 export type ZodResult<T> = { success: true; data: T } | { success: false; error: import("zod").ZodError };
 
 export class PlatformTransport {
   constructor(
     private readonly log: Logger,
     private readonly dispatcher: Dispatcher | undefined,
+    private readonly reachability: Reachability = () => {},
   ) {}
 
   /** A POST whose failure is logged and returned, never thrown. Keeps the raw body for receipts. */
@@ -76,14 +83,18 @@ export class PlatformTransport {
         codePrefix: "platform",
       });
       this.log.debug({ endpoint, status: res.status, ms: Math.round(res.elapsedMs) }, "platform.response");
+      this.reachability(res.status < 500, `${endpoint}: HTTP ${res.status}`);
       return res;
     } catch (err) {
       const e =
         err instanceof ValidatorError
           ? err
           : new InfraError("platform_unreachable", String(err), { cause: err });
-      if (e.code !== "aborted")
+      if (e.code !== "aborted") {
         this.log.warn({ endpoint, code: e.code, err: e.message }, "platform.request.failed");
+        if (e.code === "platform_unreachable" || e.code === "platform_timeout")
+          this.reachability(false, `${endpoint}: ${e.code}: ${e.message}`);
+      }
       throw e instanceof BodyTooLargeError
         ? new InfraError("platform_malformed_response", e.message, { cause: e, detail: { endpoint } })
         : e;

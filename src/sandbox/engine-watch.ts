@@ -62,7 +62,7 @@ export class EngineWatch {
     this.stream = undefined;
     s?.destroy();
     this.epoch++;
-    this.log.warn({ epoch: this.epoch }, "docker.engine_lost");
+    this.log.warn({ losses: this.epoch }, "docker.engine_lost");
     this.schedule();
   }
 
@@ -91,7 +91,7 @@ export class EngineWatch {
         this.stream = undefined;
         if (this.stopped) return;
         this.epoch++;
-        this.log.warn({ epoch: this.epoch }, "docker.engine_lost");
+        this.log.warn({ losses: this.epoch }, "docker.engine_lost");
         this.schedule();
         this.onLost?.();
       };

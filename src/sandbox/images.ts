@@ -19,6 +19,11 @@ import { bufferStream, packTar } from "./tar.js";
 export const IMAGE_HASH_LABEL = "trajrl.image-hash";
 /** What a project image is: agent-base | sidecar | scenario (what `images prune` looks at). */
 export const IMAGE_KIND_LABEL = "trajrl.image";
+/**
+ * The checkout whose sources built a project image (its repository root): `images prune` removes
+ * only its own checkout's stale images, never those another checkout on the same engine still uses.
+ */
+export const IMAGE_CHECKOUT_LABEL = "trajrl.checkout";
 /** Tags carry this many hex digits of the hash (80 bits: collisions are not a concern). */
 const TAG_HEX = 20;
 

@@ -64,6 +64,7 @@ export { type CopyProgress, copyImages, imageIdOf, pullDigestAs } from "./image-
 export { type PruneOptions, type PruneReport, pruneImages } from "./image-prune.js";
 export {
   type BuiltImage,
+  IMAGE_CHECKOUT_LABEL,
   IMAGE_HASH_LABEL,
   IMAGE_KIND_LABEL,
   ImageBuilder,

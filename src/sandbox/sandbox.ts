@@ -234,7 +234,7 @@ export class Sandbox {
     const v = engineDnsVerdict(version);
     if (v.affected)
       this.log.warn(
-        { engine: version, cve: DNS_CVE, reason: v.reason, upstream: EPISODE_DNS_UPSTREAM },
+        { engineVersion: version, cve: DNS_CVE, reason: v.reason, upstream: EPISODE_DNS_UPSTREAM },
         "sandbox.engine_dns_leak",
       );
   }

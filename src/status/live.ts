@@ -32,6 +32,19 @@ export interface Alarm {
   count: number;
 }
 
+/** The two services the validator depends on outside this host; health degrades when one is out too long. */
+export type Upstream = "chain" | "platform";
+
+/** An upstream failing since its first failed request (any loop's), with no success since. */
+export interface Outage {
+  upstream: Upstream;
+  since: number;
+  lastSeen: number;
+  failures: number;
+  /** The latest failure, as said to the operator. */
+  message: string;
+}
+
 export interface EpochView {
   epochId: number;
   challengerHotkey: string;
@@ -114,6 +127,8 @@ export class LiveStatus extends EventEmitter<LiveStatusEvents> {
   readonly startedAt = Date.now();
   readonly loops = new Map<string, LoopState>();
   readonly alarms = new Map<string, Alarm>();
+  /** The health clock: each upstream's outage from its first failure (src/web/health.ts degrades on it). */
+  readonly outages = new Map<Upstream, Outage>();
   epoch: EpochView | null = null;
   evaluation: EvaluationView | null = null;
   private readonly images = new Map<string, ImageProgressView>();
@@ -153,14 +168,37 @@ export class LiveStatus extends EventEmitter<LiveStatusEvents> {
     });
   }
 
-  raise(code: string, message: string, severity: AlarmSeverity = "warn"): void {
+  /** `since`: when the trouble began, if before now (an upstream alarm raised after a few failures). */
+  raise(code: string, message: string, severity: AlarmSeverity = "warn", since?: number): void {
     const t = this.now();
     const prev = this.alarms.get(code);
     const a: Alarm = prev
       ? { ...prev, message, severity, lastSeen: t, count: prev.count + 1 }
-      : { code, message, severity, since: t, lastSeen: t, count: 1 };
+      : { code, message, severity, since: Math.min(since ?? t, t), lastSeen: t, count: 1 };
     this.alarms.set(code, a);
     this.emit("alarm", a);
+  }
+
+  /** A request to `upstream` failed (any loop): the first failure of an outage starts its clock. */
+  upstreamFailed(upstream: Upstream, message: string): void {
+    const t = this.now();
+    const prev = this.outages.get(upstream);
+    this.outages.set(
+      upstream,
+      prev
+        ? { ...prev, lastSeen: t, failures: prev.failures + 1, message }
+        : { upstream, since: t, lastSeen: t, failures: 1, message },
+    );
+  }
+
+  /** `upstream` answered: its outage, if any, is over. */
+  upstreamReached(upstream: Upstream): void {
+    this.outages.delete(upstream);
+  }
+
+  /** When the current outage of `upstream` began (undefined: none). */
+  outageSince(upstream: Upstream): number | undefined {
+    return this.outages.get(upstream)?.since;
   }
 
   clear(code: string): void {

@@ -1,3 +1,4 @@
+export { backupDatabase } from "./backup.js";
 export { type Db, durably, migrate, type OpenOptions, openDb } from "./db.js";
 export {
   type EpisodeRow,

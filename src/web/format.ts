@@ -60,3 +60,22 @@ export function weightShares(uids: readonly number[], weights: readonly number[]
     .join(", ");
   return parts.length > 3 ? `${shown}, +${parts.length - 3} more` : shown;
 }
+
+/**
+ * Why the weights went where they went, in the operator's words (src/consensus/weights.ts
+ * WeightsReason): where they first meet a burn or a copied row, the status page and `status`.
+ */
+export function weightsReasonText(reason: string | null | undefined): string {
+  switch (reason) {
+    case "winner":
+      return "100 % to the platform's seated winner";
+    case "owner_row":
+      return "no winner seated: a copy of the subnet owner's weights (upstream's rule)";
+    case "no_seat":
+      return "no winner seated and the subnet owner's weights unreadable: burned to the owner's uid (upstream's rule; the chain burns what the owner's uid receives)";
+    case "stale_winner_cache":
+      return "the cached winner is older than WINNER_CACHE_TTL_S (the platform unreachable that long): burned to the owner's uid, as upstream";
+    default:
+      return reason ?? "–";
+  }
+}

@@ -3,8 +3,9 @@
  * - unhealthy (liveness, /healthz 503): a loop stopped ticking, the database takes no write, or the
  *   Docker engine does not answer — the process itself is in trouble.
  * - degraded (readiness, /readyz 503; /healthz stays 200): the process works but cannot do its job,
- *   because the chain or the platform has been unreachable for longer than DEGRADED_AFTER_S (the
- *   daemon's `chain_unreachable` / `platform_unreachable` alarms, by how long they have been up).
+ *   because the chain or the platform has been unreachable for longer than DEGRADED_AFTER_S, counted
+ *   from the first failed request of any loop (LiveStatus outages; the `chain_unreachable` /
+ *   `platform_unreachable` alarms, raised after a few failures, carry the same start).
  * - healthy: neither.
  * The decision is a pure function of the probe results and the alarms; the probes are thin and
  * cached so a scrape storm cannot hammer SQLite or the engine.
@@ -61,7 +62,7 @@ export interface HealthReport {
   /** Liveness: loops, database and Docker pass (degraded is still ok). */
   ok: boolean;
   state: HealthState;
-  /** /healthz: 200 while ok. */
+  /** The HTTP status the report is served with: /healthz 200 while ok (readinessReport: 200 while ready). */
   status: 200 | 503;
   /** /readyz: only a healthy validator is ready. */
   ready: boolean;
@@ -91,6 +92,40 @@ export const DEGRADING_ALARMS: Readonly<Record<string, "chain" | "platform">> = 
 
 export const DEFAULT_DEGRADED_AFTER_MS = 300_000;
 
+/** An upstream's outage as the health decision reads it (src/status/live.ts Outage). */
+export interface UpstreamOutage {
+  upstream: "chain" | "platform";
+  since: number;
+  message: string;
+}
+
+/**
+ * Each upstream's trouble from its earliest sign: its outage (the first failed request of any loop)
+ * or its alarm, whichever began first; the alarm's message when there is one.
+ */
+function upstreamTrouble(
+  alarms: readonly UpstreamAlarm[],
+  outages: readonly UpstreamOutage[],
+): Array<{ upstream: "chain" | "platform"; code: string; since: number; message: string }> {
+  const byUpstream = new Map<"chain" | "platform", { code: string; since: number; message: string }>();
+  for (const o of outages)
+    byUpstream.set(o.upstream, { code: `${o.upstream}_unreachable`, since: o.since, message: o.message });
+  for (const a of alarms) {
+    const upstream = DEGRADING_ALARMS[a.code];
+    if (upstream === undefined) continue;
+    const o = byUpstream.get(upstream);
+    byUpstream.set(upstream, {
+      code: a.code,
+      since: Math.min(a.since, o?.since ?? a.since),
+      message: a.message,
+    });
+  }
+  return (["chain", "platform"] as const).flatMap((u) => {
+    const t = byUpstream.get(u);
+    return t ? [{ upstream: u, ...t }] : [];
+  });
+}
+
 /** The health decision: every failure and every degradation becomes one reason. */
 export function decideHealth(
   input: {
@@ -99,6 +134,8 @@ export function decideHealth(
     docker: ProbeResult;
     /** Live alarms; those in DEGRADING_ALARMS count once up for `degradedAfterMs`. */
     alarms?: readonly UpstreamAlarm[];
+    /** Upstream outages (from the first failed request); count like their alarms, from their start. */
+    outages?: readonly UpstreamOutage[];
     degradedAfterMs?: number;
   },
   now: number,
@@ -130,14 +167,13 @@ export function decideHealth(
   const ok = reasons.length === 0;
   const after = input.degradedAfterMs ?? DEFAULT_DEGRADED_AFTER_MS;
   const unreachable: string[] = [];
-  for (const a of input.alarms ?? []) {
-    const upstream = DEGRADING_ALARMS[a.code];
-    if (upstream === undefined || now - a.since < after) continue;
-    unreachable.push(upstream);
+  for (const a of upstreamTrouble(input.alarms ?? [], input.outages ?? [])) {
+    if (now - a.since < after) continue;
+    unreachable.push(a.upstream);
     reasons.push({
-      check: upstream,
+      check: a.upstream,
       code: a.code,
-      message: `${upstream} unreachable for ${duration(now - a.since)} (threshold ${duration(after)}): ${a.message}`,
+      message: `${a.upstream} unreachable for ${duration(now - a.since)} (threshold ${duration(after)}): ${a.message}`,
     });
   }
   const state: HealthState = !ok ? "unhealthy" : unreachable.length ? "degraded" : "healthy";
@@ -154,6 +190,11 @@ export function decideHealth(
     },
     reasons,
   };
+}
+
+/** The report as /readyz serves it: its `status` is readiness' HTTP status (200 only while healthy). */
+export function readinessReport(r: HealthReport): HealthReport {
+  return { ...r, status: r.ready ? 200 : 503 };
 }
 
 /** Remembers a probe's last result for `ttlMs` and shares one in-flight probe among concurrent callers. */

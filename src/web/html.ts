@@ -8,7 +8,17 @@
 import { esc } from "../html-escape.js";
 import { specLabel } from "../scenarios/index.js";
 import { spendFraction } from "../spend-bar.js";
-import { ago, duration, isoOf, score, shortHash, shortKey, usd, weightShares } from "./format.js";
+import {
+  ago,
+  duration,
+  isoOf,
+  score,
+  shortHash,
+  shortKey,
+  usd,
+  weightShares,
+  weightsReasonText,
+} from "./format.js";
 import type {
   AlarmView,
   LoopView,
@@ -96,7 +106,7 @@ function renderWinner(s: StatusSnapshot): Raw {
   if (!w) return card("Seated winner", h`<p class="muted">No winner cached yet.</p>`, "winner");
   const seat = w.hotkey
     ? h`<span class="mono" title="${w.hotkey}">${shortKey(w.hotkey)}</span>${w.uid === null ? "" : h` <span class="muted">uid ${w.uid}</span>`}`
-    : h`<span class="muted">empty seat (weights burn)</span>`;
+    : h`<span class="muted">empty seat</span>`;
   return card(
     "Seated winner",
     kv([
@@ -128,7 +138,7 @@ function renderWeights(s: StatusSnapshot): Raw {
           h`<span class="${okCls}">${last.outcome}</span>${last.errorName ? h` <code>${last.errorName}</code>` : ""}`,
         ],
         ["weights", weightShares(last.uids, last.weights)],
-        ["reason", last.reason ?? "–"],
+        ["why", h`<span title="${last.reason ?? ""}">${weightsReasonText(last.reason)}</span>`],
         ["block", last.includedBlock === null ? "–" : String(last.includedBlock)],
         ["tx", h`<span class="mono" title="${last.txHash ?? ""}">${shortHash(last.txHash, 14)}</span>`],
         ["when", time(last.finishedAt ?? last.at, s.now)],
@@ -142,7 +152,7 @@ function renderWeights(s: StatusSnapshot): Raw {
     kv([
       ["outcome", l.outcome],
       ["weights", weightShares(l.uids, l.weights)],
-      ["reason", l.reason],
+      ["why", h`<span title="${l.reason}">${weightsReasonText(l.reason)}</span>`],
       ["when", time(l.at, s.now)],
     ]),
     "weights",
@@ -277,7 +287,7 @@ function renderVerdicts(s: StatusSnapshot, colors: Map<string, string>): Raw {
       .slice(0, 3)
       .map(([m, c]) => `${m} ${usd(c)}`)
       .join(", ");
-    return h`<tr><td>${time(v.createdAt, s.now)}</td><td class="mono"><a href="/api/evaluations/${encodeURIComponent(v.evaluationId)}" title="${v.evaluationId}">${shortHash(v.packHash)}</a></td><td>${v.label ?? (v.epochId !== null ? `epoch ${v.epochId}` : v.source)}</td><td>${statusTag(v)}</td><td class="num"><strong>${score(v.score)}</strong>${v.scenarios.length ? h`<span class="muted">/${v.scenarios.length}</span>` : ""}</td><td class="num">${usd(v.costPerEpisodeUsd)}</td><td class="num">${usd(v.costUsd)}</td><td class="models">${top || "–"}</td><td class="mono">${v.evidence ? h`<span title="trajrl-validator verify ${v.evidence.path}">${shortHash(v.evidence.id)}</span>` : "–"}</td></tr>`;
+    return h`<tr><td>${time(v.createdAt, s.now)}</td><td class="mono"><a href="/api/evaluations/${encodeURIComponent(v.evaluationId)}" title="${v.evaluationId}">${shortHash(v.packHash)}</a></td><td>${v.label ?? (v.epochId !== null ? `epoch ${v.epochId}` : v.source)} · ${specLabel(v.spec, v.suite)}</td><td>${statusTag(v)}</td><td class="num"><strong>${score(v.score)}</strong>${v.scenarios.length ? h`<span class="muted">/${v.scenarios.length}</span>` : ""}</td><td class="num">${usd(v.costPerEpisodeUsd)}</td><td class="num">${usd(v.costUsd)}</td><td class="models">${top || "–"}</td><td class="mono">${v.evidence ? h`<span title="trajrl-validator verify ${v.evidence.path}">${shortHash(v.evidence.id)}</span>` : "–"}</td></tr>`;
   });
   const table =
     rows.length === 0

@@ -20,6 +20,7 @@ import {
   dockerProbe,
   type HealthReport,
   type ProbeResult,
+  readinessReport,
   stillStale,
 } from "./health.js";
 import { renderHeader, renderMain, renderPage } from "./html.js";
@@ -103,6 +104,29 @@ const sendJson = (res: ServerResponse, status: number, value: unknown) =>
 const sendError = (res: ServerResponse, status: number, code: string, message: string) =>
   sendJson(res, status, { error: { code, message } });
 
+/** The health decision on the probes' (cached) results and the live state's loops, alarms and outages. */
+async function healthNow(
+  live: LiveStatus,
+  dbProbe: CachedProbe,
+  docker: CachedProbe,
+  degradedAfterMs: number,
+): Promise<HealthReport> {
+  const [database, dockerResult] = await Promise.all([dbProbe.get(), docker.get()]);
+  // The live state's clock, so "silent for N s" agrees with how staleness was judged.
+  const snap = live.snapshot();
+  return decideHealth(
+    {
+      staleLoops: stillStale(live.staleLoops(), snap.now),
+      database,
+      docker: dockerResult,
+      alarms: snap.alarms,
+      outages: [...live.outages.values()],
+      degradedAfterMs,
+    },
+    snap.now,
+  );
+}
+
 export async function startStatusServer(opts: StatusServerOptions): Promise<StatusServer> {
   const { live, db, config } = opts;
   const log = opts.log.child({ component: "web" });
@@ -126,21 +150,7 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
   live.on("progress", onProgress);
   live.on("evaluation", onEvaluation);
 
-  const health = async (): Promise<HealthReport> => {
-    const [database, dockerResult] = await Promise.all([dbProbe.get(), docker.get()]);
-    // The live state's clock, so "silent for N s" agrees with how staleness was judged.
-    const now = live.snapshot().now;
-    return decideHealth(
-      {
-        staleLoops: stillStale(live.staleLoops(), now),
-        database,
-        docker: dockerResult,
-        alarms: live.snapshot().alarms,
-        degradedAfterMs: config.status.degradedAfterMs,
-      },
-      now,
-    );
-  };
+  const health = () => healthNow(live, dbProbe, docker, config.status.degradedAfterMs);
   const snapshot = async (): Promise<StatusSnapshot> =>
     reader.snapshot({
       config,
@@ -184,8 +194,8 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
       return;
     }
     if (path === "/readyz") {
-      const report = await health();
-      sendJson(res, report.ready ? 200 : 503, report);
+      const report = readinessReport(await health());
+      sendJson(res, report.status, report);
       return;
     }
     if (path === "/metrics") {

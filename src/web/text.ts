@@ -2,7 +2,7 @@
 import { specLabel } from "../scenarios/index.js";
 import { textSpendBar } from "../spend-bar.js";
 import type { EngineView } from "../status/index.js";
-import { ago, duration, score, shortHash, shortKey, usd, weightShares } from "./format.js";
+import { ago, duration, score, shortHash, shortKey, usd, weightShares, weightsReasonText } from "./format.js";
 import type { StatusSnapshot } from "./snapshot.js";
 
 function table(headers: string[], rows: string[][], right: ReadonlySet<number> = new Set()): string[] {
@@ -34,6 +34,25 @@ export function engineTable(engines: readonly EngineView[], now: number): string
     ]),
     new Set([3, 4, 6]),
   );
+}
+
+/** The WINNER and WEIGHTS lines, with why the weights went where they did. */
+function seatAndWeights(s: StatusSnapshot): string[] {
+  const out: string[] = [];
+  const w = s.winner;
+  out.push(
+    w
+      ? `WINNER       ${w.hotkey ? `${shortKey(w.hotkey)}${w.uid === null ? "" : ` uid ${w.uid}`}` : "empty seat"} · score ${score(w.score)} · pack ${shortHash(w.packHash)} · cache ${w.fresh ? "fresh" : "STALE"} (${ago(w.fetchedAt, s.now)})`
+      : "WINNER       none cached",
+  );
+  const lw = s.weights.last;
+  out.push(
+    lw
+      ? `WEIGHTS      ${lw.outcome}${lw.errorName ? ` (${lw.errorName})` : ""} · ${weightShares(lw.uids, lw.weights)}${lw.includedBlock === null ? "" : ` · block ${lw.includedBlock}`} · ${ago(lw.finishedAt ?? lw.at, s.now)}`
+      : "WEIGHTS      no attempt yet",
+  );
+  if (lw?.reason) out.push(`             ${weightsReasonText(lw.reason)}`);
+  return out;
 }
 
 export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): string {
@@ -74,18 +93,7 @@ export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): str
       ? `EPOCH        ${e.epochId} · challenger ${shortKey(e.challengerHotkey)} · pack ${shortHash(e.packHash)} · spec ${e.specNumber ?? "–"} · ${e.decision} · seen ${ago(e.seenAt, s.now)}`
       : `EPOCH        ${s.source === "database" ? "unknown (needs the daemon)" : "none seen yet"}`,
   );
-  const w = s.winner;
-  out.push(
-    w
-      ? `WINNER       ${w.hotkey ? `${shortKey(w.hotkey)}${w.uid === null ? "" : ` uid ${w.uid}`}` : "empty seat (burn)"} · score ${score(w.score)} · pack ${shortHash(w.packHash)} · cache ${w.fresh ? "fresh" : "STALE"} (${ago(w.fetchedAt, s.now)})`
-      : "WINNER       none cached",
-  );
-  const lw = s.weights.last;
-  out.push(
-    lw
-      ? `WEIGHTS      ${lw.outcome}${lw.errorName ? ` (${lw.errorName})` : ""} · ${weightShares(lw.uids, lw.weights)}${lw.includedBlock === null ? "" : ` · block ${lw.includedBlock}`} · ${ago(lw.finishedAt ?? lw.at, s.now)}`
-      : "WEIGHTS      no attempt yet",
-  );
+  out.push(...seatAndWeights(s));
   const c = s.outbox.counts;
   out.push(
     `OUTBOX       pending ${c.pending ?? 0} · delivered ${c.delivered ?? 0} · abandoned ${c.abandoned ?? 0}`,
@@ -130,7 +138,7 @@ export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): str
         s.verdicts.map((v) => [
           ago(v.createdAt, s.now),
           shortHash(v.packHash),
-          v.label ?? (v.epochId !== null ? `epoch ${v.epochId}` : v.source),
+          `${v.label ?? (v.epochId !== null ? `epoch ${v.epochId}` : v.source)} · ${specLabel(v.spec, v.suite)}`,
           v.rejected ? `rejected ${v.rejection?.code ?? ""}`.trim() : v.status,
           v.score === null ? "–" : `${score(v.score)}/${v.scenarios.length}`,
           usd(v.costPerEpisodeUsd),

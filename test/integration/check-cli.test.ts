@@ -211,6 +211,34 @@ describe("trajrl-validator check", () => {
     expect(asOther.stdout).toContain(
       "→ the hotkey file belongs to uid 0 (mode 0600) and the validator runs as uid 4242: set VALIDATOR_UID=0 in docker/.env (the key is root's: the validator then runs as root)",
     );
+
+    // A root-owned 0700 wallet tree (sudo btcli): the file cannot even be looked at; the hint names
+    // the directory as on the host and VALIDATOR_UID.
+    const tree = await writeWallet(join(dir, "root-tree"));
+    chmodSync(join(dir, "root-tree"), 0o755);
+    chmodSync(tree.walletPath, 0o700);
+    const closed = await asUid(4242, ["check", "--only", "wallet"], {
+      ...env,
+      WALLET_PATH: tree.walletPath,
+      DAEMON_IN_CONTAINER: "1",
+      TRAJRL_HOST_WALLETS_DIR: "/root/.bittensor/wallets",
+    });
+    expect(closed.code, closed.stdout).toBe(1);
+    expect(closed.stdout).toContain(
+      "→ the wallets directory /root/.bittensor/wallets on the host belongs to uid 0 (mode 0700) and the validator runs as uid 4242, which may not enter it: set VALIDATOR_UID=0 in docker/.env (the wallet is root's, e.g. made with sudo btcli: the validator then runs as root)",
+    );
+    // One level down (the wallet's own directory 0700).
+    chmodSync(tree.walletPath, 0o755);
+    chmodSync(join(tree.walletPath, "validator"), 0o700);
+    const inner = await asUid(4242, ["check", "--only", "wallet"], {
+      ...env,
+      WALLET_PATH: tree.walletPath,
+      DAEMON_IN_CONTAINER: "1",
+      TRAJRL_HOST_WALLETS_DIR: "/root/.bittensor/wallets",
+    });
+    expect(inner.stdout).toContain(
+      "→ /root/.bittensor/wallets/validator on the host belongs to uid 0 (mode 0700) and the validator runs as uid 4242, which may not enter it: set VALIDATOR_UID=0",
+    );
   }, 180_000);
 
   it("names the runtime episodes get on this host's engine: gVisor by default, runc a warning where a vote comes of it", async () => {
@@ -227,4 +255,38 @@ describe("trajrl-validator check", () => {
     const rehearsal = await check({ ...env, EPISODE_RUNTIME: "runc", NETWORK: "local" }, "--only", "runtime");
     expect(line(rehearsal.stdout, "runtime")).toMatch(/^ok +runtime +EPISODE_RUNTIME=runc: local runc/);
   }, 120_000);
+
+  it("settings: a name that looks like a setting, or EVAL_ENABLED outside its words, is a warning with the fix; a bad value names itself", async () => {
+    const r = await check({ ...env, EVAL_ENABLE: "1", EVAL_ENABLED: "ture" }, "--only", "config");
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(line(r.stdout, "config")).toMatch(
+      /^warn {2}config {4}EVAL_ENABLED="ture" is not one of .*: read as off, weight-only \(upstream's rule\); EVAL_ENABLE is not a setting of this validator and is ignored: did you mean EVAL_ENABLED\?$/,
+    );
+    const ok = await check(env, "--only", "config");
+    expect(line(ok.stdout, "config")).toBe("ok    config    every setting read");
+    const bad = await check({ ...env, DEGRADED_AFTER_S: "30s" }, "--only", "config");
+    expect(bad.code).toBe(1);
+    expect(bad.stderr.trim()).toBe('error: invalid environment: DEGRADED_AFTER_S="30s" is not a number');
+  }, 120_000);
 });
+
+/** The CLI as another uid (setpriv), as the image's entrypoint runs it. */
+function asUid(uid: number, args: string[], env: Record<string, string>) {
+  return new Promise<{ code: number; stdout: string }>((resolve) => {
+    execFile(
+      "setpriv",
+      [
+        `--reuid=${uid}`,
+        `--regid=${uid}`,
+        "--clear-groups",
+        process.execPath,
+        "--import",
+        "tsx",
+        join(root, "src/cli.ts"),
+        ...args,
+      ],
+      { cwd: root, env: { PATH: process.env.PATH ?? "", HOME: "/nonexistent", ...env }, timeout: 60_000 },
+      (err, stdout) => resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, stdout }),
+    );
+  });
+}

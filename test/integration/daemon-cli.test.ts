@@ -1,6 +1,7 @@
 /**
- * `trajrl-validator run` as an operator meets it: a wallet that is missing or encrypted, or a chain
- * of the wrong network, is one line on stderr and exit 1, no stack trace, before anything starts.
+ * `trajrl-validator run` as an operator meets it: a wallet that is missing or encrypted, a chain of
+ * the wrong network or an invalid setting is one JSON log line (`daemon.start_failed`, level fatal,
+ * with the code and the fix) and exit 1, no stack trace, nothing but JSON lines on either stream.
  */
 import { spawn } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -9,6 +10,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FakeSubtensorNode, randomAccount } from "../fakes/subtensor-node.js";
 import { writeWallet } from "../helpers/daemon.js";
+import { badLogLines } from "../helpers/json-lines.js";
 
 const ROOT = join(import.meta.dirname, "../..");
 const TSX = join(ROOT, "node_modules/.bin/tsx");
@@ -32,6 +34,23 @@ function run(
     });
     child.on("close", (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+/**
+ * The run's start failure: stdout and stderr are JSON lines only (each key once), one of them the
+ * fatal `daemon.start_failed`; its code and message.
+ */
+function fatal(r: { stdout: string; stderr: string }): { code: string; err: string } {
+  expect(r.stderr).toBe("");
+  expect(badLogLines(r.stdout)).toEqual([]);
+  const lines = r.stdout
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+  const failed = lines.filter((l) => l.msg === "daemon.start_failed");
+  expect(failed).toHaveLength(1);
+  expect(failed[0]!.level).toBe("fatal");
+  return { code: failed[0]!.code as string, err: failed[0]!.err as string };
 }
 
 let dir: string;
@@ -58,10 +77,13 @@ describe("trajrl-validator run: operator errors", () => {
     expect(r.stdout).toContain("--no-status");
   });
 
-  it("a missing hotkey file is one line on stderr, exit 1", async () => {
+  it("a missing hotkey file is one JSON line naming it, exit 1", async () => {
     const r = await run(["run"], base());
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe(`error: hotkey file not found: ${join(dir, "wallets", "op", "hotkeys", "hk")}\n`);
+    expect(fatal(r)).toEqual({
+      code: "wallet_not_found",
+      err: `hotkey file not found: ${join(dir, "wallets", "op", "hotkeys", "hk")}`,
+    });
   });
 
   it("an encrypted hotkey file is one line that says what to do", async () => {
@@ -69,9 +91,17 @@ describe("trajrl-validator run: operator errors", () => {
     await writeFile(join(dir, "wallets", "op", "hotkeys", "hk"), "$NACL0123456789abcdef");
     const r = await run(["run"], base());
     expect(r.code).toBe(1);
-    expect(r.stderr.trim().split("\n")).toHaveLength(1);
-    expect(r.stderr).toMatch(/^error: hotkey file .* is encrypted; .*--no-use-password/);
-    expect(r.stderr).not.toContain("    at ");
+    expect(fatal(r).err).toMatch(/^hotkey file .* is encrypted; .*--no-use-password/);
+    expect(r.stdout).not.toContain("    at ");
+  });
+
+  it("an invalid setting is one JSON line naming the value", async () => {
+    const r = await run(["run"], { ...base(), DEGRADED_AFTER_S: "30s" });
+    expect(r.code).toBe(1);
+    expect(fatal(r)).toEqual({
+      code: "invalid_config",
+      err: 'invalid environment: DEGRADED_AFTER_S="30s" is not a number',
+    });
   });
 
   it("a chain of another network is refused in one line (genesis check against NETWORK)", async () => {
@@ -88,9 +118,8 @@ describe("trajrl-validator run: operator errors", () => {
         SUBTENSOR_ENDPOINT: node.url,
       });
       expect(r.code).toBe(1);
-      expect(r.stderr.trim().split("\n")).toHaveLength(1);
-      expect(r.stderr).toMatch(
-        /^error: endpoint ws:\/\/127\.0\.0\.1:\d+\/? serves genesis 0x2f0555cc.*not test/,
+      expect(fatal(r).err).toMatch(
+        /^endpoint ws:\/\/127\.0\.0\.1:\d+\/? serves genesis 0x2f0555cc.*not test/,
       );
       // The logs said who was starting; no secret reached them.
       expect(r.stdout).toContain(`"hotkey":"${wallet.ss58}"`);

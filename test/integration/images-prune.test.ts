@@ -1,6 +1,7 @@
 /**
  * `images prune` on the real engine: stale project images go (children before their base), the
- * current ones stay, one a container uses is refused by the engine and reported, and a dry run
+ * current ones stay, one a container uses is kept and listed as in use (in a dry run too), one
+ * another checkout built is left to that checkout, sizes are each image's own bytes, and a dry run
  * removes nothing. Scratch images live under a repository prefix of this test's own, so a prune
  * here never touches what other tests build; the CLI is exercised as a dry run on the project.
  */
@@ -13,7 +14,12 @@ import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProjectImages } from "../../src/bench/index.js";
 import { pruneImages } from "../../src/sandbox/image-prune.js";
-import { type BuiltImage, IMAGE_KIND_LABEL, ImageBuilder } from "../../src/sandbox/images.js";
+import {
+  type BuiltImage,
+  IMAGE_CHECKOUT_LABEL,
+  IMAGE_KIND_LABEL,
+  ImageBuilder,
+} from "../../src/sandbox/images.js";
 import { loadCatalogue } from "../../src/scenarios/index.js";
 import { requireDocker } from "../helpers/docker.js";
 import { REPO_ROOT } from "../helpers/episode.js";
@@ -60,7 +66,13 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-async function build(name: string, kind: string, from: string, content: string): Promise<BuiltImage> {
+async function build(
+  name: string,
+  kind: string,
+  from: string,
+  content: string,
+  checkout?: string,
+): Promise<BuiltImage> {
   const at = join(dir, name);
   await mkdir(at, { recursive: true });
   await writeFile(join(at, "Dockerfile"), `ARG BASE\nFROM \${BASE}\nCOPY v /v-${name}\n`);
@@ -70,7 +82,7 @@ async function build(name: string, kind: string, from: string, content: string):
     sources: [{ from: at, to: "" }],
     dockerfile: "Dockerfile",
     buildArgs: { BASE: from },
-    labels: { [IMAGE_KIND_LABEL]: kind },
+    labels: { [IMAGE_KIND_LABEL]: kind, ...(checkout ? { [IMAGE_CHECKOUT_LABEL]: checkout } : {}) },
   });
 }
 
@@ -84,40 +96,50 @@ const exists = (ref: string) =>
     );
 
 describe("images prune", () => {
-  it("removes stale images children first, keeps current ones, reports one in use", async () => {
-    const oldBase = await build("agent-base", "agent-base", BASE_IMAGE, "old");
-    const child = await build("scenario-a", "scenario", oldBase.ref, "a");
-    const current = await build("sidecar", "sidecar", BASE_IMAGE, "current");
-    const used = await build("scenario-b", "scenario", BASE_IMAGE, "b");
+  it("removes stale images children first, keeps current ones and one in use, leaves another checkout's", async () => {
+    const oldBase = await build("agent-base", "agent-base", BASE_IMAGE, "old", "/here");
+    const child = await build("scenario-a", "scenario", oldBase.ref, "a", "/here");
+    const current = await build("sidecar", "sidecar", BASE_IMAGE, "current", "/here");
+    const used = await build("scenario-b", "scenario", BASE_IMAGE, "b", "/here");
+    const theirs = await build("scenario-c", "scenario", BASE_IMAGE, "c", "/elsewhere");
     user = await docker.createContainer({ Image: used.ref, Cmd: ["true"] });
     const keep = new Set([current.ref]);
+    const opts = { keep, repoPrefix: prefix, checkout: "/here" };
 
-    const dry = await pruneImages(docker, { keep, repoPrefix: prefix, dryRun: true });
-    // Scenarios (children) before the agent base they were built FROM.
-    expect(dry.removed.map((i) => i.ref)).toEqual([child.ref, used.ref, oldBase.ref]);
+    const dry = await pruneImages(docker, { ...opts, dryRun: true });
+    // Scenarios (children) before the agent base they were built FROM; in use and theirs apart.
+    expect(dry.removed.map((i) => i.ref)).toEqual([child.ref, oldBase.ref]);
+    expect(dry.inUse.map((i) => i.ref)).toEqual([used.ref]);
+    expect(dry.otherCheckouts.map((i) => [i.ref, i.checkout])).toEqual([[theirs.ref, "/elsewhere"]]);
     expect(dry.kept).toBe(1);
-    for (const ref of [oldBase.ref, child.ref, current.ref, used.ref]) expect(await exists(ref)).toBe(true);
+    // Own bytes: the scenario's one small layer, not the base image's hundred MB it shares.
+    const baseSize = (await docker.getImage(BASE_IMAGE).inspect()).Size;
+    expect(dry.removed[0]!.sizeBytes).toBeLessThan(baseSize / 10);
+    for (const ref of [oldBase.ref, child.ref, current.ref, used.ref, theirs.ref])
+      expect(await exists(ref)).toBe(true);
 
-    const r = await pruneImages(docker, { keep, repoPrefix: prefix });
+    const r = await pruneImages(docker, opts);
     expect(r.removed.map((i) => i.ref)).toEqual([child.ref, oldBase.ref]);
-    expect(r.refused.map((i) => i.ref)).toEqual([used.ref]);
-    expect(r.refused[0]!.reason).toMatch(/container/i);
+    expect(r.inUse.map((i) => i.ref)).toEqual([used.ref]);
+    expect(r.refused).toEqual([]);
     expect(r.kept).toBe(1);
     expect(await exists(child.ref)).toBe(false);
     expect(await exists(oldBase.ref)).toBe(false);
-    expect(await exists(current.ref)).toBe(true);
-    expect(await exists(used.ref)).toBe(true);
+    for (const ref of [current.ref, used.ref, theirs.ref]) expect(await exists(ref)).toBe(true);
 
-    // Once nothing uses it, the next prune takes it; a prune with nothing stale removes nothing.
+    // Once nothing uses it, the next prune takes it; the other checkout's prune takes its own.
     await user.remove({ force: true });
     user = undefined;
-    expect((await pruneImages(docker, { keep, repoPrefix: prefix })).removed.map((i) => i.ref)).toEqual([
-      used.ref,
-    ]);
-    expect(await pruneImages(docker, { keep, repoPrefix: prefix })).toEqual({
+    expect((await pruneImages(docker, opts)).removed.map((i) => i.ref)).toEqual([used.ref]);
+    expect(
+      (await pruneImages(docker, { ...opts, checkout: "/elsewhere" })).removed.map((i) => i.ref),
+    ).toEqual([theirs.ref]);
+    expect(await pruneImages(docker, opts)).toEqual({
       removed: [],
       refused: [],
+      inUse: [],
       kept: 1,
+      otherCheckouts: [],
     });
   }, 180_000);
 
@@ -144,8 +166,13 @@ describe("images prune", () => {
     );
     expect(run.status, run.stderr).toBe(0);
     const lines = run.stdout.trim().split("\n");
-    expect(lines.at(-1)).toMatch(/^would remove \d+ image tag\(s\); \d+ current image\(s\) kept/);
-    const listed = lines.slice(0, -1).map((l) => /^would remove (\S+) /.exec(l)?.[1]);
+    expect(lines.at(-1)).toMatch(
+      /^would remove \d+ image tag\(s\), freeing at least \d+ MB; \d+ current image\(s\) kept/,
+    );
+    const listed = lines
+      .slice(0, -1)
+      .map((l) => /^would remove (\S+) \(\S+, \d+ MB of its own\)$/.exec(l)?.[1])
+      .filter((x) => x !== undefined);
     expect(listed).toContain(stale.ref);
     for (const ref of listed) {
       expect(ref).toMatch(/^trajrl\//);

@@ -5,7 +5,7 @@
 import { logger as polkadotLogger } from "@polkadot/util";
 import pino from "pino";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { polkadotOrigin, routePolkadotLogs } from "../../src/chain/index.js";
+import { maskUrls, polkadotOrigin, routePolkadotLogs } from "../../src/chain/index.js";
 
 // What reaches the console, recorded before the bridge wraps it (it wraps the console it finds).
 const METHODS = ["log", "warn", "error"] as const;
@@ -50,13 +50,45 @@ describe("the @polkadot console bridge", () => {
     expect(passed).toEqual([]);
     expect(lines).toHaveLength(3);
     expect(lines[0]).toMatchObject({ level: 40, msg: "chain.polkadot", origin: "API-WS" });
-    expect(lines[0]!.text).toBe("disconnected from wss://node.example/ws?[redacted] 1006:: Abnormal Closure");
+    expect(lines[0]!.text).toBe(
+      "disconnected from wss://node.example/ws?[redacted]: 1006:: Abnormal Closure",
+    );
     expect(lines[1]).toMatchObject({
       level: 40,
       origin: "RPC-CORE",
       text: "getStorage(key):: Unable to decode { n: 1 }",
     });
     expect(lines[2]).toMatchObject({ level: 30, origin: "API/INIT" });
+  });
+
+  it("names the endpoint as written (a colon after it is the message's), masking only credentials and queries", () => {
+    expect(maskUrls("disconnected from ws://127.0.0.1:9: 1006:: connect ECONNREFUSED 127.0.0.1:9")).toBe(
+      "disconnected from ws://127.0.0.1:9: 1006:: connect ECONNREFUSED 127.0.0.1:9",
+    );
+    expect(maskUrls("to wss://entrypoint-finney.opentensor.ai:443. retrying")).toBe(
+      "to wss://entrypoint-finney.opentensor.ai:443. retrying",
+    );
+    expect(maskUrls("at https://u:p@h:1/x?sig=1, then")).toBe("at https://h:1/x?[redacted], then");
+  });
+
+  it("an origin's lines within a minute of its warning (a lost endpoint, every 2.5 s) are debug lines", () => {
+    const { log, lines } = capture();
+    routePolkadotLogs(log);
+    for (let k = 0; k < 4; k++)
+      polkadotLogger("api-ws").error("disconnected from ws://127.0.0.1:9: 1006:: connect ECONNREFUSED");
+    polkadotLogger("api-ws").error("disconnected from ws://127.0.0.1:9: 1006:: Abnormal Closure");
+    polkadotLogger("rpc-core").error("getHeader(hash?: BlockHash): Header:: WebSocket is not connected");
+    polkadotLogger("rpc-core").error("getBlockHash(n): BlockHash:: WebSocket is not connected");
+    expect(lines.map((l) => [l.level, l.origin])).toEqual([
+      [40, "API-WS"],
+      [20, "API-WS"],
+      [20, "API-WS"],
+      [20, "API-WS"],
+      [20, "API-WS"],
+      [40, "RPC-CORE"],
+      [20, "RPC-CORE"],
+    ]);
+    expect(lines[0]!.text).toBe("disconnected from ws://127.0.0.1:9: 1006:: connect ECONNREFUSED");
   });
 
   it("leaves every other console call alone, and lets @polkadot through again without a sink", () => {

@@ -2,6 +2,16 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { ENV_SCHEMA, LOCKED_ENV, loadConfig, lockedEnvWarning } from "../../src/config.js";
 import { assertSubnetRules } from "../../src/daemon/index.js";
+import { editDistance } from "../../src/env-typos.js";
+
+const configError = (env: Record<string, string>): string => {
+  try {
+    loadConfig(env);
+  } catch (e) {
+    return (e as Error).message;
+  }
+  throw new Error("the config loaded");
+};
 
 describe("config", () => {
   it("has defaults for an empty environment, simulator on", () => {
@@ -54,6 +64,110 @@ describe("config", () => {
       expect((e as Error).message).toContain("NETWORK");
       expect((e as { code: string }).code).toBe("invalid_config");
     }
+  });
+
+  it("a bad value is named with the value as written and what was expected (a secret's value never)", () => {
+    expect(configError({ DEGRADED_AFTER_S: "30s" })).toBe(
+      'invalid environment: DEGRADED_AFTER_S="30s" is not a number',
+    );
+    const m = configError({
+      EVAL_CONCURRENCY: "1.5",
+      METER_PORT: "70000",
+      STATUS_PORT: "-1",
+      NETWORK: "mainnet",
+      TRAJECTORYRL_API_BASE_URL: "trajrl.com",
+      IMAGE_CHANNEL: "a b",
+    });
+    expect(m).toContain('EVAL_CONCURRENCY="1.5" is not a whole number');
+    expect(m).toContain('METER_PORT="70000" is above the maximum 65535');
+    expect(m).toContain('STATUS_PORT="-1" is below the minimum 0');
+    expect(m).toContain('NETWORK="mainnet" is not one of finney, test, local');
+    expect(m).toContain('TRAJECTORYRL_API_BASE_URL="trajrl.com" is not a URL');
+    expect(m).toContain('IMAGE_CHANNEL="a b" is not a tag');
+    expect(m).not.toMatch(/received|expected/);
+    // A value with quotes kept (an env file that does not strip them) shows them.
+    expect(configError({ DEGRADED_AFTER_S: '"30"' })).toContain(
+      'DEGRADED_AFTER_S="\\"30\\"" is not a number',
+    );
+    const secret = configError({ REGISTRY_PASSWORD: "hunter2", ENGINES: "name=b" });
+    expect(secret).not.toContain("hunter2");
+    expect(secret).toContain("ENGINES: engine 1 (name=b): needs url=");
+  });
+
+  it("warns on an EVAL_ENABLED value outside its words, still reading it as upstream does (off)", () => {
+    const c = loadConfig({ EVAL_ENABLED: "ture" });
+    expect(c.evaluation.enabled).toBe(false);
+    expect(c.warnings).toEqual([
+      'EVAL_ENABLED="ture" is not one of 1, true, yes, on (evaluate) or 0, false, no, off: read as off, weight-only (upstream\'s rule)',
+    ]);
+    for (const v of ["1", "On", " no ", "", "FALSE"])
+      expect(loadConfig({ EVAL_ENABLED: v }).warnings).toEqual([]);
+  });
+
+  it("warns on names that look like a setting and are not one, with a did-you-mean", () => {
+    const w = loadConfig({
+      EVAL_ENABLE: "1",
+      eval_enabled: "1",
+      WALLET_HOTKY: "x",
+      LLM_KEY: "sk-x",
+      ENGY_SIM_SEEDS: "3",
+      TRAJECTORYRL_API_URL: "https://x",
+    }).warnings;
+    expect(w).toEqual([
+      "EVAL_ENABLE is not a setting of this validator and is ignored: did you mean EVAL_ENABLED?",
+      "eval_enabled is not a setting of this validator and is ignored: did you mean EVAL_ENABLED?",
+      "WALLET_HOTKY is not a setting of this validator and is ignored: did you mean WALLET_HOTKEY?",
+      "LLM_KEY is not a setting of this validator and is ignored: did you mean LLM_API_KEY?",
+      "ENGY_SIM_SEEDS is not a setting of this validator and is ignored: did you mean ENGY_SIM_SEED?",
+      "TRAJECTORYRL_API_URL is not a setting of this validator and is ignored: did you mean TRAJECTORYRL_API_BASE_URL?",
+    ]);
+    // What a shell, Node, Docker, the image and the test runner set is not a typo.
+    const ordinary = {
+      PATH: "/usr/bin",
+      HOME: "/root",
+      HOSTNAME: "abc",
+      TERM: "xterm",
+      PWD: "/",
+      OLDPWD: "/",
+      SHLVL: "1",
+      LANG: "C.UTF-8",
+      LC_ALL: "C",
+      TZ: "UTC",
+      USER: "root",
+      SHELL: "/bin/sh",
+      NODE_ENV: "production",
+      NODE_OPTIONS: "",
+      DOCKER_HOST: "unix:///x",
+      DOCKER_CONFIG: "/x",
+      DEBIAN_FRONTEND: "noninteractive",
+      SSH_AUTH_SOCK: "/x",
+      VALIDATOR_UID: "0",
+      TRAJRL_HOST_WALLETS_DIR: "/x",
+      TRAJRL_IMAGE: "x",
+      TRAJRL_AUTO_UPDATE: "false",
+      TRAJRL_DEBUG: "1",
+      VITEST: "true",
+      VITEST_POOL_ID: "1",
+      VITEST_WORKER_ID: "1",
+      npm_config_cache: "/x",
+      INIT_CWD: "/x",
+      COLORTERM: "truecolor",
+      XDG_RUNTIME_DIR: "/run",
+      TMPDIR: "/tmp",
+      LOGNAME: "root",
+      MAIL: "/x",
+      EDITOR: "vi",
+      PAGER: "less",
+      HTTP_PROXY: "",
+      NO_PROXY: "",
+      LS_COLORS: "",
+      ...Object.fromEntries(Object.keys(ENV_SCHEMA).map((k) => [k, ""])),
+      LLM_MODEL: "x",
+    };
+    expect(loadConfig(ordinary).warnings).toEqual([]);
+    expect(editDistance("EVAL_ENABLE", "EVAL_ENABLED")).toBe(1);
+    expect(editDistance("WALLET_HOTKY", "WALLET_HOTKEY")).toBe(1);
+    expect(editDistance("NETUDI", "NETUID")).toBe(1);
   });
 
   it("derives the chain endpoint from NETWORK unless set", () => {

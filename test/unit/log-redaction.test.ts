@@ -121,3 +121,35 @@ describe("log redaction reaches any depth", () => {
     expect(safeUrl("https://u:p@h/x?sig=1")).toBe("https://h/x?[redacted]");
   });
 });
+
+describe("a key bound again by a child is written once", () => {
+  it("the innermost value wins; the rest of the chain, the level and the redaction stay", async () => {
+    const { log, lines } = capture();
+    const { duplicateKeys } = await import("../helpers/json-lines.js");
+    const pool = log.child({ component: "pool", engine: "local" });
+    pool.level = "info";
+    const sandbox = pool.child({ component: "sandbox", token: "tok-ep-456" });
+    const episode = sandbox.child({ pack: "ab12", episode: "e1" }).child({ pack: "ab12", scenario: "s" });
+    sandbox.debug("dropped: the parent's level");
+    sandbox.info({ n: 1 }, "sandbox.line");
+    episode.info("episode.line");
+    expect(lines).toHaveLength(2);
+    for (const l of lines) expect(duplicateKeys(l)).toEqual([]);
+    const [a, b] = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(a).toMatchObject({
+      svc: "trajrl-validator",
+      component: "sandbox",
+      engine: "local",
+      token: "[redacted]",
+      n: 1,
+    });
+    expect(b).toMatchObject({
+      component: "sandbox",
+      engine: "local",
+      pack: "ab12",
+      episode: "e1",
+      scenario: "s",
+    });
+    expect(lines.join("")).not.toContain("tok-ep-456");
+  });
+});

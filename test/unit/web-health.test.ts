@@ -10,6 +10,7 @@ import {
   decideHealth,
   dockerProbe,
   type ProbeResult,
+  readinessReport,
   stillStale,
 } from "../../src/web/health.js";
 
@@ -90,6 +91,41 @@ describe("decideHealth: degraded", () => {
     );
     expect(later.checks.upstreams.unreachable).toEqual(["chain", "platform"]);
     expect(later.reasons[0]!.message).toMatch(/^chain unreachable for 5m01s \(threshold 5\.0s\)/);
+  });
+
+  it("counts from the first failed request (an outage) when that came before the alarm, or without one", () => {
+    const outage = {
+      upstream: "chain" as const,
+      since: NOW - 301_000,
+      message: "disconnected from ws://h:9",
+    };
+    const lateAlarm = { code: "chain_unreachable", message: "chain: 3 failures", since: NOW - 200_000 };
+    const r = decideHealth(
+      { staleLoops: [], database: OK, docker: OK, alarms: [lateAlarm], outages: [outage] },
+      NOW,
+    );
+    expect(r.checks.upstreams.unreachable).toEqual(["chain"]);
+    expect(r.reasons[0]!.message).toBe("chain unreachable for 5m01s (threshold 5m00s): chain: 3 failures");
+    const alone = decideHealth({ staleLoops: [], database: OK, docker: OK, outages: [outage] }, NOW);
+    expect(alone.reasons).toEqual([
+      {
+        check: "chain",
+        code: "chain_unreachable",
+        message: "chain unreachable for 5m01s (threshold 5m00s): disconnected from ws://h:9",
+      },
+    ]);
+    const young = { ...outage, since: NOW - 10_000 };
+    expect(decideHealth({ staleLoops: [], database: OK, docker: OK, outages: [young] }, NOW).state).toBe(
+      "healthy",
+    );
+  });
+
+  it("/readyz's report carries readiness' status: 503 in the body of a 503", () => {
+    const degraded = decideHealth({ staleLoops: [], database: OK, docker: OK, alarms: [chain] }, NOW);
+    expect(degraded.status).toBe(200); // liveness: /healthz answers 200
+    expect(readinessReport(degraded)).toMatchObject({ state: "degraded", status: 503, ready: false });
+    const healthy = decideHealth({ staleLoops: [], database: OK, docker: OK }, NOW);
+    expect(readinessReport(healthy).status).toBe(200);
   });
 
   it("other alarms do not degrade; a liveness failure outranks degraded", () => {

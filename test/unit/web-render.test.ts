@@ -349,6 +349,41 @@ describe("the terminal summary", () => {
     expect(text).toMatch(/qwen3\.8-27b\s+2\s+\$0\.0100\s+1\s+0/);
   });
 
+  it("names what each verdict was scored on: suite quick on the built-in suite, spec N on the subnet's", () => {
+    const s = snapshotOf();
+    s.verdicts[0]!.spec = 0;
+    s.verdicts[0]!.suite = "quick";
+    s.verdicts[1]!.spec = 27;
+    s.verdicts[1]!.suite = null;
+    const rows = renderText(s).split("RECENT VERDICTS")[1]!;
+    expect(rows).toMatch(/ · suite quick /);
+    expect(rows).toMatch(/ · spec 27 /);
+    const html = renderMain(s);
+    expect(html).toMatch(/<td>[^<]* · suite quick<\/td>/);
+    expect(html).toMatch(/<td>[^<]* · spec 27<\/td>/);
+  });
+
+  it("says why the weights went where they did: the seated winner, a copied owner row, a burn", () => {
+    const s = snapshotOf();
+    expect(renderText(s)).toMatch(
+      /WEIGHTS\s+included · uid 7: 100%.*\n\s+100 % to the platform's seated winner\n/,
+    );
+    s.weights.last!.reason = "no_seat";
+    s.weights.last!.uids = [0];
+    s.winner!.hotkey = null;
+    const text = renderText(s);
+    expect(text).toMatch(/WINNER\s+empty seat · /);
+    expect(text).toContain(
+      "no winner seated and the subnet owner's weights unreadable: burned to the owner's uid (upstream's rule; the chain burns what the owner's uid receives)",
+    );
+    const html = renderMain(s);
+    expect(html).toContain('<dt>why</dt><dd><span title="no_seat">no winner seated and the subnet owner');
+    s.weights.last!.reason = "owner_row";
+    expect(renderMain(s)).toContain(
+      "no winner seated: a copy of the subnet owner&#39;s weights (upstream&#39;s rule)",
+    );
+  });
+
   it("puts health and the worst alarm in the header line, and on the page's header", () => {
     const s = snapshotOf();
     s.health = decideHealth(
