@@ -98,7 +98,14 @@ export {
   FrameDecoder,
   type RelayLink,
 } from "./relay.js";
-export { allocateLoopback, type EpisodeTopology, Sandbox, type SandboxOptions } from "./sandbox.js";
+export {
+  allocateLoopback,
+  type EpisodeTopology,
+  type MeterLoss,
+  RELAY_LIMITS,
+  Sandbox,
+  type SandboxOptions,
+} from "./sandbox.js";
 export { hostAddress } from "./subnet.js";
 export {
   type ArchivedPath,
