@@ -183,7 +183,7 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
       const own = opts.sandbox.openScope(`${id}-${label}`, (scenario.task.verifier.timeout_sec + 120) * 1000);
       try {
         return await gradeBenchDeliverable({
-          docker: opts.sandbox.docker,
+          sandbox: opts.sandbox,
           scope: own,
           image: image.ref,
           testFiles: testFiles!,

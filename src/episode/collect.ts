@@ -130,6 +130,7 @@ export async function collectAgent(
     killed_by: ended.killedBy ?? null,
     invalid_records: records?.invalid ?? 0,
     disk_bytes: ended.diskBytes ?? null,
+    disk_inodes: ended.diskInodes ?? null,
   };
   await Promise.all([
     run.artifacts.write(ARTIFACT_FILES.turns, turnsText),
@@ -218,6 +219,7 @@ export async function collectHermes(
     killed_by: ended.killedBy ?? null,
     invalid_records: session.unreadableLines,
     disk_bytes: ended.diskBytes ?? null,
+    disk_inodes: ended.diskInodes ?? null,
   };
   await Promise.all([
     run.artifacts.write(ARTIFACT_FILES.turns, turnsText),

@@ -11,7 +11,7 @@ import { isAbortError, toValidatorError } from "../errors.js";
 import { silentLogger } from "../log.js";
 import type { Listener } from "../meter/index.js";
 import { boundEngineCalls, removeContainer, safeName, uniqueName } from "../sandbox/index.js";
-import { AGENT_DISK, createAgent, runAgent } from "./agent.js";
+import { agentDiskOf, createAgent, runAgent } from "./agent.js";
 import { ArtifactWriter } from "./artifacts.js";
 import { gradeBenchDeliverable } from "./bench-verifier.js";
 import { type Collected, collectAgent, collectHermes } from "./collect.js";
@@ -44,10 +44,7 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
   const engineEpoch = sandbox.engineWatch.epoch;
   const base = `trajrl-${uniqueName(episodeId, 60)}`;
   const runtime = opts.runtime ?? { kind: "builtin" as const };
-  const disk = {
-    limitBytes: opts.agentDisk?.limitBytes ?? AGENT_DISK[runtime.kind].limitBytes,
-    pollMs: opts.agentDisk?.pollMs ?? AGENT_DISK[runtime.kind].pollMs,
-  };
+  const disk = agentDiskOf(runtime.kind, opts.agentDisk);
   // Every plain engine call of the episode has a deadline (idempotent; a client the sandbox
   // opened itself already has one).
   boundEngineCalls(sandbox.docker);
@@ -223,7 +220,7 @@ async function gradeStep(
   const grade =
     runtime.kind === "bench"
       ? await gradeBenchDeliverable({
-          docker: run.sandbox.docker,
+          sandbox: run.sandbox,
           scope: run.scope!,
           image,
           testFiles: run.scenario.testFiles ?? {},
