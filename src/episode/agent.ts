@@ -221,6 +221,12 @@ export async function runAgent(
   spend.unref();
   const out = emptyRun();
   const layer: LayerUse = {};
+  const disk = watchLayer(
+    agent.container,
+    { ...opts.disk, docker: run.sandbox.docker, scope: run.scope!, log: run.log },
+    AbortSignal.any([adl.signal, wdStop.signal]),
+    layer,
+  );
   try {
     const outcome = await Promise.race([
       agent.exited(adl.signal).then(
@@ -246,12 +252,7 @@ export async function runAgent(
         () => new Promise<never>(() => {}),
       ),
       // What the agent writes reaches the host's disk: past the limit it is killed at once.
-      watchLayer(
-        agent.container,
-        { ...opts.disk, docker: run.sandbox.docker, scope: run.scope!, log: run.log },
-        AbortSignal.any([adl.signal, wdStop.signal]),
-        layer,
-      ).then((use) => (use ? { kind: "disk" as const, use } : new Promise<never>(() => {}))),
+      disk.then((use) => (use ? { kind: "disk" as const, use } : new Promise<never>(() => {}))),
     ]);
     if (outcome.kind === "exit") out.exitCode = outcome.code;
     else {
@@ -286,8 +287,10 @@ export async function runAgent(
     clearInterval(spend);
     wdStop.abort();
     adl.clear();
+    out.agentMs = performance.now() - agentStart;
+    // Its counter container goes with the watch: nothing of the episode outlives it.
+    await disk.catch(() => undefined);
   }
-  out.agentMs = performance.now() - agentStart;
   out.diskBytes = out.disk?.bytes ?? layer.bytes;
   out.diskInodes = out.disk?.inodes ?? layer.inodes;
   return out;

@@ -61,7 +61,7 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
 
 /** Counts a layer's entries up to a bound: `count(n)` is exact below n+1, n+1 at or past it. */
 export interface LayerCounter {
-  count(upTo: number): Promise<number | undefined>;
+  count(upTo: number, signal?: AbortSignal): Promise<number | undefined>;
   close(): Promise<void>;
 }
 
@@ -96,12 +96,16 @@ export async function openLayerCounter(
   });
   await startContainer(helper);
   return {
-    async count(upTo) {
+    async count(upTo, signal) {
       // /layer itself is the first line; a name with a newline counts twice (the count errs upwards only).
       const r = await execIn(
         helper,
         ["sh", "-c", `find /layer -xdev 2>/dev/null | head -n ${upTo + 2} | wc -l`],
-        { signal: AbortSignal.timeout(60_000) },
+        {
+          signal: signal
+            ? AbortSignal.any([signal, AbortSignal.timeout(60_000)])
+            : AbortSignal.timeout(60_000),
+        },
       ).catch(() => undefined);
       const n = Number(r?.stdout.trim());
       return r?.exitCode === 0 && Number.isInteger(n) && n > 0 ? n - 1 : undefined;
@@ -129,8 +133,8 @@ async function pollPast(
 
 /**
  * Watch `c`'s writable layer until `signal`: resolves with what was measured once the bytes or the
- * inodes are past their bound (the caller kills), or undefined when `signal` fired first. `seen`
- * keeps the last measurements. The engine counts a file's apparent size (a sparse file counts
+ * inodes are past their bound (the caller kills), or undefined when `signal` fired first; either
+ * way its counter container is removed by then. `seen` keeps the last measurements. The engine counts a file's apparent size (a sparse file counts
  * whole); the inode count is exact up to its bound. Each measurement runs one at a time.
  */
 export async function watchLayer(
@@ -156,7 +160,7 @@ export async function watchLayer(
     .then((opened) => {
       counter = opened;
       if (!opened || both.aborted) return undefined;
-      const measure = async () => (seen.inodes = (await opened.count(w.limitInodes)) ?? seen.inodes);
+      const measure = async () => (seen.inodes = (await opened.count(w.limitInodes, both)) ?? seen.inodes);
       return pollPast(measure, w.limitInodes, w.pollMs, both);
     });
   try {
@@ -167,8 +171,10 @@ export async function watchLayer(
     ]);
     return over === undefined ? undefined : { ...seen, ...over };
   } finally {
+    // The counter is gone when the watch returns (nothing of an episode may outlive it); a byte
+    // measurement still in flight is only an inspect and ends on its own.
     done.abort();
-    await Promise.allSettled([bytes, inodes]);
-    void counter?.close();
+    await inodes.catch(() => undefined);
+    await counter?.close();
   }
 }
