@@ -9,7 +9,8 @@
  * The helper (role `layer-count`): the watched container's own image (it has `find`), no network,
  * read-only root, every capability dropped but DAC_READ_SEARCH (a directory its owner closed is
  * still walked), its only mount the layer's upper directory, read-only; `sleep` until removed.
- * Engines whose layers are not overlay2 directories have no inode count (the byte bound stays).
+ * Engines whose layers are not overlay2 directories, and images without `sh`/`find` (tried once,
+ * then the helper goes), have no inode count: the byte bound stays, `layer.inode_count_unavailable`.
  */
 import { randomBytes } from "node:crypto";
 import type Dockerode from "dockerode";
@@ -65,7 +66,7 @@ export interface LayerCounter {
   close(): Promise<void>;
 }
 
-/** The inode counter of `c`'s writable layer, or undefined where the engine keeps no upper directory. */
+/** The inode counter of `c`'s writable layer, or undefined where it cannot be counted (then the bytes alone are watched). */
 export async function openLayerCounter(
   c: Dockerode.Container,
   w: Pick<LayerWatch, "docker" | "scope" | "log">,
@@ -78,10 +79,29 @@ export async function openLayerCounter(
     return undefined;
   }
   const name = `${info.Name.replace(/^\//, "").slice(0, 100)}-count-${randomBytes(3).toString("hex")}`;
+  const helper = await startCounter(w, name, info.Image, upper);
+  const counter: LayerCounter = {
+    count: (upTo, signal) => countEntries(helper, upTo, signal),
+    close: () => removeContainer(w.docker, name).catch(() => undefined),
+  };
+  // An image without `sh`, `find`, `head` or `wc` cannot count: said once, and the helper goes at once.
+  if ((await counter.count(0)) !== undefined) return counter;
+  w.log?.warn({ image: info.Config?.Image }, "layer.inode_count_unavailable");
+  await counter.close();
+  return undefined;
+}
+
+/** The helper container (see the top of this file), started; removed again when it does not start. */
+async function startCounter(
+  w: Pick<LayerWatch, "docker" | "scope">,
+  name: string,
+  image: string,
+  upper: string,
+): Promise<Dockerode.Container> {
   w.scope.trackContainer(name);
   const helper = await createContainer(w.docker, {
     name,
-    image: info.Image,
+    image,
     entrypoint: ["sleep"],
     cmd: ["2147483647"],
     user: "0:0",
@@ -94,24 +114,32 @@ export async function openLayerCounter(
     readOnlyBinds: [{ source: upper, target: "/layer" }],
     logDriver: "none",
   });
-  await startContainer(helper);
-  return {
-    async count(upTo, signal) {
-      // /layer itself is the first line; a name with a newline counts twice (the count errs upwards only).
-      const r = await execIn(
-        helper,
-        ["sh", "-c", `find /layer -xdev 2>/dev/null | head -n ${upTo + 2} | wc -l`],
-        {
-          signal: signal
-            ? AbortSignal.any([signal, AbortSignal.timeout(60_000)])
-            : AbortSignal.timeout(60_000),
-        },
-      ).catch(() => undefined);
-      const n = Number(r?.stdout.trim());
-      return r?.exitCode === 0 && Number.isInteger(n) && n > 0 ? n - 1 : undefined;
+  try {
+    await startContainer(helper);
+  } catch (err) {
+    await removeContainer(w.docker, name).catch(() => undefined);
+    throw err;
+  }
+  return helper;
+}
+
+/** Entries of /layer in `helper`, exact below upTo+1 (upTo+1 at or past it); undefined when the walk failed. */
+async function countEntries(
+  helper: Dockerode.Container,
+  upTo: number,
+  signal?: AbortSignal,
+): Promise<number | undefined> {
+  const limit = AbortSignal.timeout(60_000);
+  // /layer itself is the first line; a name with a newline counts twice (the count errs upwards only).
+  const r = await execIn(
+    helper,
+    ["sh", "-c", `find /layer -xdev 2>/dev/null | head -n ${upTo + 2} | wc -l`],
+    {
+      signal: signal ? AbortSignal.any([signal, limit]) : limit,
     },
-    close: () => removeContainer(w.docker, name).catch(() => undefined),
-  };
+  ).catch(() => undefined);
+  const n = Number(r?.stdout.trim());
+  return r?.exitCode === 0 && Number.isInteger(n) && n > 0 ? n - 1 : undefined;
 }
 
 /** Poll `measure` every `pollMs` until it passes `limit` (resolves with it) or `signal` fires (undefined). */

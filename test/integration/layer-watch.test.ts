@@ -5,16 +5,20 @@
  *  - a layer filling with empty files is caught past its inode bound, long before the files stop;
  *  - a directory its owner closed (mode 000, another uid) is counted all the same;
  *  - the registry bench's grader that makes files without end is stopped: verifier_disk_limit;
- *  - the helper goes with the watch, and everything with the scope.
+ *  - the helper goes with the watch, and everything with the scope;
+ *  - an image that cannot count (no `find`) keeps no helper: the bytes alone are watched, said once.
  */
 import { randomBytes } from "node:crypto";
+import { Writable } from "node:stream";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { gradeBenchDeliverable } from "../../src/episode/bench-verifier.js";
+import { createLogger } from "../../src/log.js";
 import {
   createContainer,
   type EpisodeScope,
   execIn,
+  openLayerCounter,
   type Sandbox,
   SIDECAR_LIMITS,
   startContainer,
@@ -39,12 +43,12 @@ afterAll(async () => {
   await sb?.close();
 });
 
-async function sleeper(name: string, user = "0:0"): Promise<Docker.Container> {
+async function sleeper(name: string, user = "0:0", image = BASE_IMAGE): Promise<Docker.Container> {
   const full = `trajrl-${episode}-${name}`;
   scope.trackContainer(full);
   const c = await createContainer(docker, {
     name: full,
-    image: BASE_IMAGE,
+    image,
     cmd: ["sleep", "600"],
     user,
     labels: scope.labels("agent"),
@@ -134,4 +138,47 @@ describe("inodes of a writable layer", () => {
       await g.dispose();
     }
   }, 600_000);
+
+  it("an image that cannot count keeps no helper: the bytes alone are watched, said once", async () => {
+    // The base image without `find`, committed from a container of ours (removed at the end).
+    const donor = await sleeper("donor");
+    await execIn(donor, ["rm", "/usr/bin/find"]);
+    const image = `trajrl-test/no-find:${randomBytes(4).toString("hex")}`;
+    const [repo, tag] = image.split(":");
+    await donor.commit({ repo, tag });
+    try {
+      const c = await sleeper("nofind", "0:0", image);
+      const lines: string[] = [];
+      const log = createLogger({
+        level: "warn",
+        destination: new Writable({
+          write(chunk, _e, cb) {
+            lines.push(String(chunk));
+            cb();
+          },
+        }),
+      });
+      expect(await openLayerCounter(c, { docker, scope, log })).toBeUndefined();
+      expect(await helpers()).toBe(0);
+      expect(lines.join("")).toContain("layer.inode_count_unavailable");
+      // The byte bound still fires.
+      await execIn(c, ["sh", "-c", "head -c 3000000 /dev/zero > /big"]);
+      const stop = new AbortController();
+      const timer = setTimeout(() => stop.abort(), 120_000);
+      const over = await watchLayer(
+        c,
+        { limitBytes: 1_000_000, limitInodes: 20_000, pollMs: 500, docker, scope, log },
+        stop.signal,
+      );
+      clearTimeout(timer);
+      expect(over?.bytes).toBeGreaterThan(1_000_000);
+      expect(over?.inodes).toBeUndefined();
+      expect(await helpers()).toBe(0);
+    } finally {
+      await docker
+        .getImage(image)
+        .remove({ force: true })
+        .catch(() => undefined);
+    }
+  }, 300_000);
 });
