@@ -20,6 +20,7 @@ import { registerScenarios } from "./cli/scenarios.js";
 import { registerStatus } from "./cli/status.js";
 import { registerVerify } from "./cli/verify.js";
 import { isAbortError, ValidatorError } from "./errors.js";
+import { termLines } from "./terminal-text.js";
 import { VERSION } from "./version.js";
 
 export function buildProgram(): Command {
@@ -59,7 +60,7 @@ export async function main(argv: string[]): Promise<number> {
       err instanceof ValidatorError &&
       (err.failureClass === "input" || !err.retryable || err.failureClass === "policy")
     ) {
-      process.stderr.write(`error: ${err.message}\n`);
+      process.stderr.write(`error: ${termLines(err.message)}\n`);
       return 1;
     }
     if (isAbortError(err)) {
@@ -67,7 +68,7 @@ export async function main(argv: string[]): Promise<number> {
       return 130;
     }
     const e = err as Error;
-    process.stderr.write(`error: ${e?.message ?? String(err)}\n`);
+    process.stderr.write(`error: ${termLines(e?.message ?? String(err))}\n`);
     if (process.env.TRAJRL_DEBUG) process.stderr.write(`${e?.stack ?? ""}\n`);
     return 1;
   }

@@ -93,6 +93,7 @@ export const ERROR_CODES = [
   "policy_crashed",
   "policy_errors",
   "policy_oom",
+  "policy_relay_oom",
   "policy_stalled",
   "scenario_setup_failed",
   "scenario_start_failed",

@@ -7,6 +7,7 @@
  */
 import type { Command } from "commander";
 import type { Config } from "../config.js";
+import { termLines, termText } from "../terminal-text.js";
 import { IDENTITY } from "../version.js";
 import { checkRuntime } from "./check-runtime.js";
 import { out } from "./io.js";
@@ -44,8 +45,8 @@ export function renderChecks(results: readonly CheckResult[]): string {
   const tag = (l: CheckLevel) => (l === "fail" ? "FAIL" : l).padEnd(4);
   const lines: string[] = [];
   for (const r of results) {
-    lines.push(`${tag(r.level)}  ${r.name.padEnd(8)}  ${r.detail}`);
-    if (r.fix) lines.push(`${" ".repeat(16)}→ ${r.fix}`);
+    lines.push(`${tag(r.level)}  ${r.name.padEnd(8)}  ${termText(r.detail)}`);
+    if (r.fix) lines.push(`${" ".repeat(16)}→ ${termText(r.fix)}`);
   }
   const fails = results.filter((r) => r.level === "fail").length;
   const warns = results.filter((r) => r.level === "warn").length;
@@ -453,7 +454,7 @@ export function registerCheck(program: Command): void {
       };
       const results = await runChecks(config, dep, names, timeoutMs);
       if (opts.json) out(JSON.stringify(results, null, 2));
-      else process.stdout.write(`${IDENTITY}\n${renderChecks(results)}`);
+      else process.stdout.write(termLines(`${IDENTITY}\n${renderChecks(results)}`));
       process.exitCode = results.some((r) => r.level === "fail") ? 1 : 0;
     });
 }

@@ -10,6 +10,7 @@ import { mkdirSync, readFileSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import type { Command } from "commander";
 import { InputError } from "../errors.js";
+import { termText } from "../terminal-text.js";
 import {
   benchProgressPrinter,
   type EvalResult,
@@ -41,9 +42,11 @@ function positiveInt(name: string, v: string | undefined): number | undefined {
   return n;
 }
 
+/** A pack's name in every view: its file's name, which whoever sent the file chose (escaped: src/terminal-text.ts). */
 function labelOf(file: string, taken: Set<string>): string {
-  let label = basename(file).replace(/\.json$/i, "") || "pack";
-  for (let k = 2; taken.has(label); k++) label = `${basename(file).replace(/\.json$/i, "")}-${k}`;
+  const name = termText(basename(file).replace(/\.json$/i, ""));
+  let label = name || "pack";
+  for (let k = 2; taken.has(label); k++) label = `${name}-${k}`;
   taken.add(label);
   return label;
 }
@@ -235,11 +238,11 @@ export function registerEval(program: Command): void {
             const v = result.verdict;
             say(
               v.rejected
-                ? `${input.label}: REJECTED ${v.rejection?.code}: ${v.rejection?.message}`
+                ? `${input.label}: REJECTED ${v.rejection?.code}: ${termText(v.rejection?.message)}`
                 : verdictTable(v),
             );
           } else if (result.kind === "discarded") {
-            say(`${input.label}: DISCARDED (${result.code}): ${result.message}`);
+            say(`${input.label}: DISCARDED (${result.code}): ${termText(result.message)}`);
           } else if (result.kind === "aborted") {
             say(`${input.label}: interrupted (${result.reason})`);
           }

@@ -4,13 +4,18 @@
  * is a terminal, unless the command was asked (`--progress`). Logs are JSON elsewhere.
  */
 import { Writable } from "node:stream";
+import { termLines } from "../terminal-text.js";
+
+// Every line a command writes for a terminal passes termLines (src/terminal-text.ts): outside text
+// in it (a miner's file name, a bench's scenario name) cannot drive the terminal; a JSON document
+// keeps its meaning. Text that must stay on its line is escaped with termText where it is put in.
 
 export function out(line: string): void {
-  process.stdout.write(`${line}\n`);
+  process.stdout.write(`${termLines(line)}\n`);
 }
 
 export function warn(line: string): void {
-  process.stderr.write(`${line}\n`);
+  process.stderr.write(`${termLines(line)}\n`);
 }
 
 type TextStream = NodeJS.WritableStream & { isTTY?: boolean; columns?: number };
@@ -51,7 +56,7 @@ export function humanOutput(
     stream: s,
     shown: stream !== undefined,
     line: (text) => {
-      s.write(`${text}\n`);
+      s.write(`${termLines(text)}\n`);
     },
   };
 }

@@ -9,7 +9,8 @@ import {
   packHashOf,
   parsePackBytes,
 } from "../pack/index.js";
-import { out } from "./io.js";
+import { termText } from "../terminal-text.js";
+import { out, warn } from "./io.js";
 
 async function readPackFile(file: string): Promise<Buffer> {
   try {
@@ -17,7 +18,7 @@ async function readPackFile(file: string): Promise<Buffer> {
   } catch (err) {
     throw new InputError(
       "file_not_readable",
-      `${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+      termText(`${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`),
     );
   }
 }
@@ -56,7 +57,8 @@ export function registerPack(program: Command): void {
     .argument("<file>", "pack JSON file")
     .action(async (file: string) => {
       const parsed = parsePackBytes(await readPackFile(file));
-      if (!parsed.ok) throw new InputError(parsed.rejection.code, `${file}: ${parsed.rejection.message}`);
+      if (!parsed.ok)
+        throw new InputError(parsed.rejection.code, termText(`${file}: ${parsed.rejection.message}`));
       out(packHashOf(parsed.value));
     });
 
@@ -89,10 +91,14 @@ export function registerPack(program: Command): void {
         return;
       }
       if (!result.ok)
-        throw new InputError(result.rejection.code, `${result.rejection.code}: ${result.rejection.message}`);
+        throw new InputError(
+          result.rejection.code,
+          `${result.rejection.code}: ${termText(result.rejection.message)}`,
+        );
       const p = result.pack;
-      const files = p.policyFileOrder;
-      for (const w of packWarnings(p)) process.stderr.write(`warning: ${w}\n`);
+      // A miner names these files: one line each, whatever the names hold.
+      const files = p.policyFileOrder.map(termText);
+      for (const w of packWarnings(p)) warn(`warning: ${termText(w)}`);
       out(
         `valid: ${p.hash} (${p.canonicalBytes} bytes, entry point ${p.entryPoint}${files.length ? `, files: ${files.join(", ")}` : ""})`,
       );
@@ -107,7 +113,7 @@ export function registerPack(program: Command): void {
     .action(async (skillMd: string, opts: { policy?: string; out: string }) => {
       const built = await buildPack(skillMd, opts.policy);
       await writeFile(opts.out, built.json);
-      for (const s of built.skipped) process.stderr.write(`skipped ${s}\n`);
+      for (const s of built.skipped) warn(`skipped ${termText(s)}`);
       out(
         `${built.pack.hash}  ${opts.out} (${built.pack.canonicalBytes} bytes, entry point ${built.pack.entryPoint})`,
       );

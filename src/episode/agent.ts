@@ -21,6 +21,7 @@ import {
   type EpisodeTopology,
   hostAddress,
   inspectContainer,
+  type LayerUse,
   putFiles,
   SCENARIO_LIMITS,
   startContainer,
@@ -28,7 +29,7 @@ import {
   waitExit,
   watchLayer,
 } from "../sandbox/index.js";
-import type { AgentEndFacts, KillReason } from "./attribution.js";
+import type { AgentEndFacts, DiskOver, KillReason } from "./attribution.js";
 import { deadline } from "./deadline.js";
 import type { EpisodeRun } from "./run-context.js";
 import type { Sidecar } from "./sidecar.js";
@@ -45,14 +46,29 @@ export const AGENT_CAPS = ["SETUID", "SETGID", "KILL"];
 const GiB = 1024 ** 3;
 /**
  * What the agent's container may add to its writable layer before the disk watchdog kills it
- * (the engine here has no per-container storage limit: overlay2 on ext4). The built-in suite's
- * tasks write megabytes; upstream's graders and agents install tools, so the bench runtime gets a
- * bound no honest episode comes near. The engine counts a sparse file at its apparent size.
+ * (the engine here has no per-container storage limit: overlay2 on ext4), in bytes and in inodes
+ * (a million empty files are 0 bytes). The built-in suite's tasks write megabytes and a handful of
+ * files; upstream's graders and agents install tools (a large pip install is tens of thousands of
+ * files), so the bench runtime gets bounds no honest episode comes near. The engine counts a
+ * sparse file at its apparent size.
  */
 export const AGENT_DISK = {
-  builtin: { limitBytes: 2 * GiB, pollMs: 2_000 },
-  bench: { limitBytes: 8 * GiB, pollMs: 3_000 },
+  builtin: { limitBytes: 2 * GiB, limitInodes: 200_000, pollMs: 2_000 },
+  bench: { limitBytes: 8 * GiB, limitInodes: 500_000, pollMs: 3_000 },
 } as const;
+
+/** The runtime's disk bounds, each overridable (tests run smaller ones). */
+export function agentDiskOf(
+  kind: keyof typeof AGENT_DISK,
+  o: AgentDiskLimit | undefined,
+): Required<AgentDiskLimit> {
+  const d = AGENT_DISK[kind];
+  return {
+    limitBytes: o?.limitBytes ?? d.limitBytes,
+    limitInodes: o?.limitInodes ?? d.limitInodes,
+    pollMs: o?.pollMs ?? d.pollMs,
+  };
+}
 
 /** The agent as the episode drives it, whichever harness runs it (built-in agent or Hermes). */
 export interface AgentProcess {
@@ -162,13 +178,27 @@ export interface AgentRun {
   inflightAtKill: boolean;
   exitCode: number | undefined;
   agentMs: number;
-  /** killedBy "disk_limit": what the watchdog measured, and the limit. */
-  disk: { bytes: number; limitBytes: number } | undefined;
+  /** killedBy "disk_limit": what the watchdog measured, and the limits. */
+  disk: DiskOver | undefined;
   /** The writable layer at the disk watchdog's last measurement. */
   diskBytes: number | undefined;
+  diskInodes: number | undefined;
 }
 
 /** Release the agent and wait for it: its own exit, the deadline, the watchdog or a dead policy. */
+function emptyRun(): AgentRun {
+  return {
+    killedBy: undefined,
+    policyExit: undefined,
+    inflightAtKill: false,
+    exitCode: undefined,
+    agentMs: 0,
+    disk: undefined,
+    diskBytes: undefined,
+    diskInodes: undefined,
+  };
+}
+
 export async function runAgent(
   run: EpisodeRun,
   agent: AgentProcess,
@@ -189,16 +219,14 @@ export async function runAgent(
   run.progress({ phase: "running", spentUsd: 0 });
   const spend = setInterval(() => run.progress({ spentUsd: run.spentUsd() }), 1000);
   spend.unref();
-  const out: AgentRun = {
-    killedBy: undefined,
-    policyExit: undefined,
-    inflightAtKill: false,
-    exitCode: undefined,
-    agentMs: 0,
-    disk: undefined,
-    diskBytes: undefined,
-  };
-  const layer: { bytes?: number } = {};
+  const out = emptyRun();
+  const layer: LayerUse = {};
+  const disk = watchLayer(
+    agent.container,
+    { ...opts.disk, docker: run.sandbox.docker, scope: run.scope!, log: run.log },
+    AbortSignal.any([adl.signal, wdStop.signal]),
+    layer,
+  );
   try {
     const outcome = await Promise.race([
       agent.exited(adl.signal).then(
@@ -224,15 +252,7 @@ export async function runAgent(
         () => new Promise<never>(() => {}),
       ),
       // What the agent writes reaches the host's disk: past the limit it is killed at once.
-      watchLayer(
-        agent.container,
-        opts.disk.limitBytes,
-        opts.disk.pollMs,
-        AbortSignal.any([adl.signal, wdStop.signal]),
-        layer,
-      ).then((bytes) =>
-        bytes !== undefined ? { kind: "disk" as const, bytes } : new Promise<never>(() => {}),
-      ),
+      disk.then((use) => (use ? { kind: "disk" as const, use } : new Promise<never>(() => {}))),
     ]);
     if (outcome.kind === "exit") out.exitCode = outcome.code;
     else {
@@ -255,9 +275,9 @@ export async function runAgent(
           out.killedBy === "watchdog_idle" ||
           out.killedBy === "policy_exited") &&
         run.meter.summary(token).reserved_usd > 0;
-      if (outcome.kind === "disk") out.disk = { bytes: outcome.bytes, limitBytes: opts.disk.limitBytes };
+      if (outcome.kind === "disk") out.disk = { ...outcome.use, ...opts.disk };
       run.log.warn(
-        { killedBy: out.killedBy, inflightAtKill: out.inflightAtKill, diskBytes: out.disk?.bytes },
+        { killedBy: out.killedBy, inflightAtKill: out.inflightAtKill, disk: out.disk },
         "episode.agent.kill",
       );
       if (outcome.kind === "disk") await agent.kill();
@@ -267,8 +287,11 @@ export async function runAgent(
     clearInterval(spend);
     wdStop.abort();
     adl.clear();
+    out.agentMs = performance.now() - agentStart;
+    // Its counter container goes with the watch: nothing of the episode outlives it.
+    await disk.catch(() => undefined);
   }
-  out.agentMs = performance.now() - agentStart;
   out.diskBytes = out.disk?.bytes ?? layer.bytes;
+  out.diskInodes = out.disk?.inodes ?? layer.inodes;
   return out;
 }

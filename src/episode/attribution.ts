@@ -8,6 +8,24 @@ import type { EpisodeFailure } from "./types.js";
 
 export type KillReason = "deadline" | "watchdog_no_call" | "watchdog_idle" | "policy_exited" | "disk_limit";
 
+/** What a disk watchdog measured when it fired (bytes, or inodes: files, directories, links), and its bounds. */
+export interface DiskOver {
+  bytes?: number | undefined;
+  inodes?: number | undefined;
+  limitBytes: number;
+  limitInodes: number;
+}
+
+/**
+ * "N of M bytes", or "more than M files and directories" (the count stops at its bound), whichever
+ * bound was passed (pure).
+ */
+export function diskOverText(d: DiskOver | undefined): string {
+  if (d?.inodes !== undefined && d.inodes > d.limitInodes)
+    return `more than ${d.limitInodes} files and directories`;
+  return `${d?.bytes ?? "?"} of ${d?.limitBytes ?? "?"} bytes`;
+}
+
 export interface AgentEndFacts {
   killedBy?: KillReason;
   /** How the policy sidecar ended when it died under the running agent (killedBy "policy_exited"). */
@@ -17,8 +35,8 @@ export interface AgentEndFacts {
    * it changes no attribution: upstream's watchdog counts completed calls only, and so does ours.
    */
   inflightAtKill?: boolean;
-  /** killedBy "disk_limit": the layer's size when the disk watchdog fired, and the limit. */
-  disk?: { bytes: number; limitBytes: number };
+  /** killedBy "disk_limit": the layer's size and inodes when the disk watchdog fired, and the limits. */
+  disk?: DiskOver;
   exitCode: number | undefined;
   oomKilled: boolean;
   /** From the agent's turns.jsonl summary line (absent after SIGKILL or a crash). */
@@ -93,7 +111,7 @@ export function attributeAgentEnd(f: AgentEndFacts): EpisodeFailure | undefined 
     return {
       class: "policy",
       code: "agent_disk_limit",
-      message: `the agent's container wrote past its disk limit (${f.disk?.bytes ?? "?"} of ${f.disk?.limitBytes ?? "?"} bytes); the disk watchdog killed it`,
+      message: `the agent's container wrote past its disk limit (${diskOverText(f.disk)}); the disk watchdog killed it`,
     };
   if (f.killedBy === "deadline")
     return {

@@ -34,6 +34,7 @@ import {
   stopContainer,
   waitExit,
 } from "../sandbox/index.js";
+import { termText } from "../terminal-text.js";
 import { gradeBenchDeliverable } from "./bench-verifier.js";
 import { deadline } from "./deadline.js";
 import type { EpisodeImages, EpisodeScenario } from "./types.js";
@@ -194,7 +195,7 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
       const own = opts.sandbox.openScope(`${id}-${label}`, (scenario.task.verifier.timeout_sec + 120) * 1000);
       try {
         return await gradeBenchDeliverable({
-          docker: opts.sandbox.docker,
+          sandbox: opts.sandbox,
           scope: own,
           image: image.ref,
           testFiles: testFiles!,
@@ -322,7 +323,7 @@ export function formatCheckTable(rows: readonly CheckRow[]): string {
   const fmt = (g: CheckRow["reference"]) => (g ? `${g.passed}/${g.tests} (${round4(g.quality)})` : "-");
   const header = ["scenario", "reference", "empty", "hostile", "null_floor", "result", "seconds", "runtime"];
   const body = rows.map((r) => [
-    r.scenario,
+    termText(r.scenario),
     fmt(r.reference),
     fmt(r.empty),
     fmt(r.hostile),
@@ -338,6 +339,6 @@ export function formatCheckTable(rows: readonly CheckRow[]): string {
       .join("  ")
       .trimEnd();
   const out = [line(header), ...body.map(line)];
-  for (const r of rows) for (const p of r.problems) out.push(`  ${r.scenario}: ${p}`);
+  for (const r of rows) for (const p of r.problems) out.push(`  ${termText(r.scenario)}: ${termText(p)}`);
   return out.join("\n");
 }

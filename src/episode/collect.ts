@@ -22,7 +22,7 @@ import { type HermesAgent, postMortemExport } from "./hermes-agent.js";
 import { type HermesAnswer, incompleteNoProgress, parseHermesSession } from "./hermes-session.js";
 import type { ProvenanceTurn } from "./provenance.js";
 import type { EpisodeRun } from "./run-context.js";
-import type { Sidecar } from "./sidecar.js";
+import { outsideKill, type Sidecar } from "./sidecar.js";
 import { parseTurnRecords } from "./turn-records.js";
 
 const MiB = 1024 * 1024;
@@ -67,11 +67,7 @@ async function endPolicy(run: EpisodeRun, sidecar: Sidecar): Promise<{ killed: b
   await run.closeToken();
   const killed = run.sandbox.engineWatch.killsOf(sidecar.name) > 0;
   if (killed)
-    run.fail({
-      class: "infra",
-      code: "sidecar_killed",
-      message: "the policy sidecar was killed from outside while the agent ran",
-    });
+    run.fail(outsideKill(sidecar, "the policy sidecar was killed from outside while the agent ran"));
   const logTail = await sidecar.policyLogTail();
   await stopContainer(sidecar.container, 1_000).catch((err) =>
     run.log.warn({ err: (err as Error).message }, "episode.sidecar.stop_failed"),
@@ -134,6 +130,7 @@ export async function collectAgent(
     killed_by: ended.killedBy ?? null,
     invalid_records: records?.invalid ?? 0,
     disk_bytes: ended.diskBytes ?? null,
+    disk_inodes: ended.diskInodes ?? null,
   };
   await Promise.all([
     run.artifacts.write(ARTIFACT_FILES.turns, turnsText),
@@ -222,6 +219,7 @@ export async function collectHermes(
     killed_by: ended.killedBy ?? null,
     invalid_records: session.unreadableLines,
     disk_bytes: ended.diskBytes ?? null,
+    disk_inodes: ended.diskInodes ?? null,
   };
   await Promise.all([
     run.artifacts.write(ARTIFACT_FILES.turns, turnsText),

@@ -17,7 +17,7 @@ import {
   safeName,
   uniqueName,
 } from "../sandbox/index.js";
-import { AGENT_DISK, createAgent, runAgent } from "./agent.js";
+import { agentDiskOf, createAgent, runAgent } from "./agent.js";
 import { ArtifactWriter } from "./artifacts.js";
 import { gradeBenchDeliverable } from "./bench-verifier.js";
 import { type Collected, collectAgent, collectHermes } from "./collect.js";
@@ -51,10 +51,7 @@ export async function runEpisode(opts: RunEpisodeOptions): Promise<EpisodeResult
   const engineEpoch = sandbox.engineWatch.epoch;
   const base = `trajrl-${uniqueName(episodeId, 60)}`;
   const runtime = opts.runtime ?? { kind: "builtin" as const };
-  const disk = {
-    limitBytes: opts.agentDisk?.limitBytes ?? AGENT_DISK[runtime.kind].limitBytes,
-    pollMs: opts.agentDisk?.pollMs ?? AGENT_DISK[runtime.kind].pollMs,
-  };
+  const disk = agentDiskOf(runtime.kind, opts.agentDisk);
   // Every plain engine call of the episode has a deadline (idempotent; a client the sandbox
   // opened itself already has one).
   boundEngineCalls(sandbox.docker);
@@ -231,7 +228,7 @@ async function gradeStep(
   const grade =
     runtime.kind === "bench"
       ? await gradeBenchDeliverable({
-          docker: run.sandbox.docker,
+          sandbox: run.sandbox,
           scope: run.scope!,
           image: image.ref,
           testFiles: run.scenario.testFiles ?? {},

@@ -15,6 +15,7 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { ErrorCode } from "../errors.js";
+import { type DiskOver, diskOverText } from "./attribution.js";
 import { type CtrfReport, parseCtrf, parseReward, scoreOf } from "./ctrf.js";
 import type { EpisodeFailure } from "./types.js";
 
@@ -72,7 +73,7 @@ export interface VerifierFacts {
   exitCode: number | undefined;
   oomKilled: boolean;
   /** Set when the disk watchdog stopped the verifier. */
-  diskExceeded?: { bytes: number; limitBytes: number } | undefined;
+  diskExceeded?: DiskOver | undefined;
   /** harness: the verifier's stdout and the key it was given. */
   stdout?: string;
   key?: Buffer | undefined;
@@ -124,7 +125,7 @@ function judgeHarness(f: VerifierFacts): ReportVerdict {
     return none(
       policy(
         "verifier_disk_limit",
-        `the verifier wrote ${f.diskExceeded.bytes} bytes to its root filesystem (limit ${f.diskExceeded.limitBytes})`,
+        `the verifier wrote past its root filesystem's bound (${diskOverText(f.diskExceeded)})`,
       ),
       seen,
     );
@@ -181,7 +182,7 @@ function judgeFiles(f: VerifierFacts): ReportVerdict {
     return none(
       policy(
         "verifier_disk_limit",
-        `the verifier wrote ${f.diskExceeded.bytes} bytes to its root filesystem (limit ${f.diskExceeded.limitBytes})`,
+        `the verifier wrote past its root filesystem's bound (${diskOverText(f.diskExceeded)})`,
       ),
       base,
     );

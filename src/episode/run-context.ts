@@ -66,6 +66,7 @@ export class EpisodeRun {
         killed_by: null,
         invalid_records: 0,
         disk_bytes: null,
+        disk_inodes: null,
         files: {},
       },
       truncated_before_tool_call: false,

@@ -18,6 +18,7 @@ import {
   execIn,
   hostAddress,
   inspectContainer,
+  type MeterLoss,
   packTar,
   readLogs,
   type Sandbox,
@@ -28,7 +29,7 @@ import {
 } from "../sandbox/index.js";
 import { type Deadline, deadline } from "./deadline.js";
 import type { EpisodeRun } from "./run-context.js";
-import type { EpisodeRuntime, SidecarSdk } from "./types.js";
+import type { EpisodeFailure, EpisodeRuntime, SidecarSdk } from "./types.js";
 
 export const POLICY_PORT = 8800;
 export const POLICY_UID = 10001;
@@ -64,6 +65,24 @@ export interface Sidecar {
   start(): Promise<void>;
   /** The policy's own log (upstream's POLICY_LOG), read while the sidecar still runs; "" when none. */
   policyLogTail(): Promise<string>;
+  /** Why its meter went away, when it did (a remote engine's relay: src/sandbox `MeterLoss`). */
+  meterLoss(): MeterLoss | undefined;
+}
+
+/**
+ * A kill of the sidecar the episode did not send: infra (an operator, an engine shutdown, a lost
+ * relay), unless its meter relay ran out of memory first — the relay carries this sidecar's
+ * traffic alone, so that is the policy's own doing, as a sidecar killed at its own limit is.
+ */
+export function outsideKill(sidecar: Pick<Sidecar, "meterLoss">, message: string): EpisodeFailure {
+  return sidecar.meterLoss() === "relay_oom"
+    ? {
+        class: "policy",
+        code: "policy_relay_oom",
+        message:
+          "the policy's traffic filled its meter relay until the relay ran out of memory; the sidecar was stopped",
+      }
+    : { class: "infra", code: "sidecar_killed", message };
 }
 
 /** The image, command, user and files that make one of the two kinds of sidecar. */
@@ -201,6 +220,7 @@ export async function createSidecar(
     meterIp,
     healthAt: reached ? `${reached.host}:${reached.port}` : `${meterIp}:${POLICY_PORT}`,
     health: launch.health,
+    meterLoss: () => topo.meterLoss?.(),
     start: async () => {
       await startContainer(container);
       await stdin.send(policyTar);
@@ -317,11 +337,10 @@ export async function awaitHealthy(
     exit !== undefined && (await sleep(300).then(() => run.sandbox.engineWatch.killsOf(sidecar.name) > 0));
   run.fail(
     killedFromOutside
-      ? {
-          class: "infra",
-          code: "sidecar_killed",
-          message: `the policy sidecar was killed from outside (exit ${exit?.code}) before it was healthy`,
-        }
+      ? outsideKill(
+          sidecar,
+          `the policy sidecar was killed from outside (exit ${exit?.code}) before it was healthy`,
+        )
       : exit !== undefined
         ? {
             class: "policy",

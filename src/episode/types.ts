@@ -87,6 +87,8 @@ export interface EpisodeTimeouts {
 export interface AgentDiskLimit {
   /** Default: AGENT_DISK.builtin / AGENT_DISK.bench (agent.ts). */
   limitBytes?: number;
+  /** Files, directories and links the layer may hold (inodes); default as limitBytes. */
+  limitInodes?: number;
   /** How often the watchdog measures the layer. */
   pollMs?: number;
 }
@@ -162,6 +164,8 @@ export interface EpisodeResult {
     invalid_records: number;
     /** Bytes of the agent's writable layer at the last measurement of the disk watchdog. */
     disk_bytes: number | null;
+    /** Its inodes (files, directories, links) at the last count; null where they are not counted. */
+    disk_inodes: number | null;
     /**
      * What was copied out of the agent's container and what was refused unread (a path that is
      * not a regular file, or larger than its cap, is never streamed): path → kind and size.

@@ -12,7 +12,6 @@
  */
 import { readdir, readFile } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import type Dockerode from "dockerode";
 import { InfraError, isAbortError } from "../errors.js";
 import type { Logger } from "../log.js";
@@ -25,6 +24,10 @@ import {
   type EpisodeScope,
   getPath,
   inspectContainer,
+  type LayerBounds,
+  type LayerUse,
+  type LayerWatch,
+  layerBytes,
   putFiles,
   readLogs,
   removeContainer,
@@ -35,7 +38,9 @@ import {
   type TarEntry,
   uniqueName,
   waitExit,
+  watchLayer,
 } from "../sandbox/index.js";
+import type { DiskOver } from "./attribution.js";
 import type { CtrfReport } from "./ctrf.js";
 import { deadline } from "./deadline.js";
 import { judgeReport, newReportKey, type ReportContract } from "./report.js";
@@ -61,15 +66,19 @@ export const HARNESS_VERIFIER = {
     "/tmp": "rw,nosuid,nodev,exec,size=1g,mode=1777",
     "/logs": "rw,nosuid,nodev,noexec,size=16m,mode=0755",
   },
-  /** The root filesystem may grow this much (copy-ups of what the harness takes back). */
-  diskLimitBytes: 256 * MiB,
-  /** Its layer stays small, so measuring it is cheap: often. */
-  diskPollMs: 1_000,
+  /**
+   * The root filesystem may grow this much (copy-ups of what the harness takes back), in bytes and
+   * in inodes; its layer stays small, so measuring it is cheap: often.
+   */
+  disk: { limitBytes: 256 * MiB, limitInodes: 100_000, pollMs: 1_000 },
 } as const;
 
-/** Upstream's graders install tools at grade time: a generous bound that no honest grader meets. */
-export const FILES_VERIFIER_DISK_LIMIT = 8 * 1024 * MiB;
-const FILES_VERIFIER_DISK_POLL_MS = 3_000;
+/** Upstream's graders install tools at grade time: generous bounds that no honest grader meets. */
+export const FILES_VERIFIER_DISK: LayerBounds = {
+  limitBytes: 8 * 1024 * MiB,
+  limitInodes: 500_000,
+  pollMs: 3_000,
+};
 
 /** The report contract of a catalogue scenario (task.toml [verifier].report, [metadata].tests). */
 export function reportContractOf(scenario: EpisodeScenario): ReportContract {
@@ -135,41 +144,105 @@ export async function dirEntries(dir: string, prefix: string): Promise<TarEntry[
   return out;
 }
 
-/** Bytes of the container's writable layer (the engine walks it: `GET /containers/{id}/json?size=1`). */
-export async function layerBytes(c: Dockerode.Container): Promise<number | undefined> {
-  const opts = { size: true } as Dockerode.ContainerInspectOptions;
-  return c
-    .inspect(opts)
-    .then((i) => (i as { SizeRw?: number }).SizeRw)
-    .catch(() => undefined);
-}
-
 /**
- * Poll the container's writable layer until `signal` fires; past `limitBytes` the container is
- * killed and `over` is set. Measuring walks the layer, so one measurement at a time.
+ * Watch the verifier's writable layer until `signal` fires; past a bound (bytes or inodes) the
+ * container is killed and `state.over` set with what was measured.
  */
 export async function watchDisk(
   c: Dockerode.Container,
-  limitBytes: number,
-  pollMs: number,
+  w: LayerWatch,
   signal: AbortSignal,
-  state: { bytes?: number; over?: boolean },
+  state: LayerUse & { over?: DiskOver },
 ): Promise<void> {
-  while (!signal.aborted) {
-    try {
-      await sleep(pollMs, undefined, { signal });
-    } catch {
-      return;
-    }
-    const size = await layerBytes(c);
-    if (size === undefined) continue;
-    state.bytes = size;
-    if (size > limitBytes) {
-      state.over = true;
-      await c.kill({ signal: "SIGKILL" }).catch(() => undefined);
-      return;
-    }
+  const over = await watchLayer(c, w, signal, state);
+  if (!over) return;
+  state.over = { ...over, limitBytes: w.limitBytes, limitInodes: w.limitInodes };
+  await c.kill({ signal: "SIGKILL" }).catch(() => undefined);
+}
+
+/** The verifier's container: the scenario's image, no network, root; the harness's capabilities and tmpfs. */
+function verifierSpec(input: GradeInput, name: string, harness: boolean): ContainerSpec {
+  return {
+    name,
+    image: input.image,
+    entrypoint: ["bash", "/tests/test.sh"],
+    cmd: [],
+    user: "0:0",
+    labels: input.scope.labels("verifier"),
+    limits: SCENARIO_LIMITS,
+    network: { kind: "none" },
+    init: true,
+    ...(harness
+      ? { dropAllCaps: true, capAdd: HARNESS_VERIFIER.capAdd, tmpfs: HARNESS_VERIFIER.tmpfs, stdin: true }
+      : {}),
+  };
+}
+
+type DiskState = LayerUse & { over?: DiskOver };
+
+/**
+ * Start the verifier (the harness's key on its stdin before anything else runs) and wait for it
+ * under the deadline and the disk watchdog; past the deadline it is stopped.
+ */
+async function runVerifier(
+  c: Dockerode.Container,
+  input: GradeInput,
+  w: LayerWatch,
+  key: Buffer | undefined,
+): Promise<{ exitCode: number | undefined; timedOut: boolean; disk: DiskState }> {
+  const stdin = key ? await attachStdin(c) : undefined;
+  const dl = deadline(input.timeoutMs, input.signal);
+  const disk: DiskState = {};
+  const watching = new AbortController();
+  let watcher: Promise<void> | undefined;
+  let exitCode: number | undefined;
+  let timedOut = false;
+  try {
+    await startContainer(c);
+    // The key goes in before anything of the deliverable can run: the harness reads it first.
+    await stdin?.send(Buffer.from(`${key!.toString("hex")}\n`));
+    watcher = watchDisk(c, w, watching.signal, disk);
+    exitCode = await waitExit(c, dl.signal);
+  } catch (err) {
+    if (!isAbortError(err) && !dl.signal.aborted) throw err;
+    if (!dl.expired) throw input.signal?.reason ?? err;
+    timedOut = true;
+    await stopContainer(c, 0);
+  } finally {
+    dl.clear();
+    watching.abort();
+    await watcher;
   }
+  return { exitCode, timedOut, disk };
+}
+
+/** Past a disk bound: what the watchdog saw, or the final size measured after the run. */
+function diskOver(
+  bounds: LayerBounds,
+  disk: DiskState,
+  finalBytes: number | undefined,
+): DiskOver | undefined {
+  if (disk.over) return disk.over;
+  const bytes = finalBytes ?? disk.bytes;
+  if (bytes === undefined || bytes <= bounds.limitBytes) return undefined;
+  return { bytes, inodes: disk.inodes, limitBytes: bounds.limitBytes, limitInodes: bounds.limitInodes };
+}
+
+function logGrade(log: Logger, channel: string, r: GradeResult): void {
+  const fields = {
+    channel,
+    quality: r.quality,
+    tests: r.tests,
+    passed: r.passed,
+    timedOut: r.timedOut,
+    exitCode: r.exitCode,
+    diskBytes: r.diskBytes,
+    forgedReports: r.forgedReports,
+    ms: Math.round(r.durationMs),
+    failure: r.failure?.code,
+  };
+  if (r.forgedReports > 0) log.warn(fields, "verifier.forged_report");
+  log.info(fields, "verifier.done");
 }
 
 export async function gradeDeliverable(input: GradeInput): Promise<GradeResult> {
@@ -185,23 +258,8 @@ export async function gradeDeliverable(input: GradeInput): Promise<GradeResult> 
   const suffix = input.label ? `-${safeName(input.label, 20)}` : "";
   const name = `trajrl-${uniqueName(input.scope.episodeId, 60)}-verifier${suffix}`;
   input.scope.trackContainer(name);
-  const spec: ContainerSpec = {
-    name,
-    image: input.image,
-    entrypoint: ["bash", "/tests/test.sh"],
-    cmd: [],
-    user: "0:0",
-    labels: input.scope.labels("verifier"),
-    limits: SCENARIO_LIMITS,
-    network: { kind: "none" },
-    init: true,
-    ...(harness
-      ? { dropAllCaps: true, capAdd: HARNESS_VERIFIER.capAdd, tmpfs: HARNESS_VERIFIER.tmpfs, stdin: true }
-      : {}),
-  };
-  const diskLimitBytes = harness ? HARNESS_VERIFIER.diskLimitBytes : FILES_VERIFIER_DISK_LIMIT;
-  const diskPollMs = harness ? HARNESS_VERIFIER.diskPollMs : FILES_VERIFIER_DISK_POLL_MS;
-  const c = await createContainer(input.docker, spec);
+  const bounds = harness ? HARNESS_VERIFIER.disk : FILES_VERIFIER_DISK;
+  const c = await createContainer(input.docker, verifierSpec(input, name, harness));
   const out = input.agentOutputPath.replace(/^\/+/, "");
   await putFiles(c, "/", [
     ...(await dirEntries(input.testsDir, "tests")),
@@ -210,29 +268,8 @@ export async function gradeDeliverable(input: GradeInput): Promise<GradeResult> 
     { name: out, data: input.deliverable, mode: 0o755 },
   ]);
   const key = harness ? newReportKey() : undefined;
-  const stdin = harness ? await attachStdin(c) : undefined;
-  const dl = deadline(input.timeoutMs, input.signal);
-  const disk: { bytes?: number; over?: boolean } = {};
-  const watching = new AbortController();
-  let watcher: Promise<void> | undefined;
-  let exitCode: number | undefined;
-  let timedOut = false;
-  try {
-    await startContainer(c);
-    // The key goes in before anything of the deliverable can run: the harness reads it first.
-    await stdin?.send(Buffer.from(`${key!.toString("hex")}\n`));
-    watcher = watchDisk(c, diskLimitBytes, diskPollMs, watching.signal, disk);
-    exitCode = await waitExit(c, dl.signal);
-  } catch (err) {
-    if (!isAbortError(err) && !dl.signal.aborted) throw err;
-    if (!dl.expired) throw input.signal?.reason ?? err;
-    timedOut = true;
-    await stopContainer(c, 0);
-  } finally {
-    dl.clear();
-    watching.abort();
-    await watcher;
-  }
+  const w = { ...bounds, docker: input.docker, scope: input.scope, log };
+  const { exitCode, timedOut, disk } = await runVerifier(c, input, w, key);
   const [info, ctrfFile, rewardFile, logs, finalSize] = await Promise.all([
     inspectContainer(c).catch(() => undefined),
     harness ? undefined : getPath(c, CTRF_PATH, REPORT_CAP),
@@ -243,14 +280,13 @@ export async function gradeDeliverable(input: GradeInput): Promise<GradeResult> 
   await removeContainer(input.docker, name).catch(() => undefined);
   const rewardText = rewardFile?.kind === "file" ? rewardFile.data.toString("utf8") : undefined;
   const diskBytes = finalSize ?? disk.bytes;
-  const over = disk.over || (diskBytes !== undefined && diskBytes > diskLimitBytes);
   const verdict = judgeReport({
     contract,
     timeoutMs: input.timeoutMs,
     timedOut: timedOut && !disk.over,
     exitCode,
     oomKilled: Boolean(info?.State?.OOMKilled),
-    diskExceeded: over ? { bytes: diskBytes ?? 0, limitBytes: diskLimitBytes } : undefined,
+    diskExceeded: diskOver(bounds, disk, finalSize),
     stdout: logs.stdout,
     key,
     ctrfText: ctrfFile?.kind === "file" ? ctrfFile.data.toString("utf8") : undefined,
@@ -266,19 +302,6 @@ export async function gradeDeliverable(input: GradeInput): Promise<GradeResult> 
     log: `${logs.stdout}${logs.stderr ? `\n--- stderr ---\n${logs.stderr}` : ""}`,
     diskBytes,
   };
-  const fields = {
-    channel: contract.channel,
-    quality: result.quality,
-    tests: result.tests,
-    passed: result.passed,
-    timedOut,
-    exitCode,
-    diskBytes,
-    forgedReports: result.forgedReports,
-    ms: Math.round(result.durationMs),
-    failure: result.failure?.code,
-  };
-  if (result.forgedReports > 0) log.warn(fields, "verifier.forged_report");
-  log.info(fields, "verifier.done");
+  logGrade(log, contract.channel, result);
   return result;
 }

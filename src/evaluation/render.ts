@@ -8,6 +8,7 @@
  */
 import { specLabel } from "../scenarios/index.js";
 import { textSpendBar } from "../spend-bar.js";
+import { termText } from "../terminal-text.js";
 import type { EpisodePhase, EvaluationEvent, Verdict } from "./types.js";
 
 const PHASE_LABEL: Record<EpisodePhase, string> = {
@@ -38,7 +39,9 @@ function padLeft(s: string, n: number): string {
   return s.length >= n ? s : " ".repeat(n - s.length) + s;
 }
 
-export function table(headers: string[], rows: string[][], rightAlign: Set<number> = new Set()): string {
+/** Fixed-width columns; every cell one line of escaped text (a pack's or a scenario's name comes from outside). */
+export function table(headers: string[], cells: string[][], rightAlign: Set<number> = new Set()): string {
+  const rows = cells.map((r) => r.map(termText));
   const widths = headers.map((h, k) => Math.max(h.length, ...rows.map((r) => (r[k] ?? "").length)));
   const line = (cells: string[]) =>
     cells
@@ -71,8 +74,10 @@ export class ProgressView {
     private readonly interactive = Boolean(stream.isTTY),
   ) {}
 
+  /** `title`: blank lines to set it apart, then one line that may name a pack (escaped). */
   start(title: string, scenarios: string[]): void {
-    this.title = title;
+    const lead = /^\n*/.exec(title)![0];
+    this.title = lead + termText(title.slice(lead.length));
     this.rows.clear();
     for (const s of scenarios)
       this.rows.set(s, { phase: "queued", attempt: 0, spentUsd: 0, capUsd: 0, elapsedMs: 0 });
@@ -82,7 +87,7 @@ export class ProgressView {
       this.timer = setInterval(() => this.draw(), 500);
       this.timer.unref();
     } else {
-      this.stream.write(`${title}\n`);
+      this.stream.write(`${this.title}\n`);
     }
   }
 
@@ -108,7 +113,7 @@ export class ProgressView {
       const q = e.quality !== undefined ? ` quality=${e.quality.toFixed(4)}` : "";
       const f = e.failure ? ` failure=${e.failure.class}:${e.failure.code}` : "";
       this.stream.write(
-        `  ${e.scenario}: ${PHASE_LABEL[e.phase]} (attempt ${e.attempt}, ${fmtSecs(e.elapsedMs)}, ${fmtUsd(e.spentUsd)} of ${fmtUsd(e.capUsd)})${q}${f}\n`,
+        `  ${termText(e.scenario)}: ${PHASE_LABEL[e.phase]} (attempt ${e.attempt}, ${fmtSecs(e.elapsedMs)}, ${fmtUsd(e.spentUsd)} of ${fmtUsd(e.capUsd)})${q}${f}\n`,
       );
     }
   }
@@ -129,7 +134,7 @@ export class ProgressView {
       const q = r.quality !== undefined ? `q=${r.quality.toFixed(2)}` : "";
       const retry = r.attempt > 1 ? ` (try ${r.attempt})` : "";
       lines.push(
-        `  ${pad(name, 26)} ${pad(PHASE_LABEL[r.phase] + retry, 18)} ${padLeft(r.phase === "queued" ? "" : fmtSecs(elapsed), 6)}  ${bar} ${padLeft(fmtUsd(r.spentUsd), 8)}  ${q}${r.note ? ` ${r.note}` : ""}`,
+        `  ${pad(termText(name), 26)} ${pad(PHASE_LABEL[r.phase] + retry, 18)} ${padLeft(r.phase === "queued" ? "" : fmtSecs(elapsed), 6)}  ${bar} ${padLeft(fmtUsd(r.spentUsd), 8)}  ${q}${r.note ? ` ${r.note}` : ""}`,
       );
     }
     return lines;

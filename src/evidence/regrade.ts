@@ -201,6 +201,7 @@ export class DockerRegrader implements Regrader {
       if ("files" in inputs.tests)
         return await gradeBenchDeliverable({
           ...common,
+          sandbox: this.d.sandbox,
           testFiles: inputs.tests.files,
           deliverable,
           network: this.d.network ?? g.network,

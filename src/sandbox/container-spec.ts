@@ -52,6 +52,14 @@ export interface ContainerSpec {
   storageBytes?: number;
   /** `none`: the engine keeps no log (the meter relay, whose stdout is the episode's traffic). */
   logDriver?: "json-file" | "none";
+  /**
+   * Resolve outside names as the engine does (no `--dns`): only for a network with a route out,
+   * the registry bench's grader, whose tools may be fetched by name. Every other container gets
+   * EPISODE_DNS_UPSTREAM.
+   */
+  outsideNames?: boolean;
+  /** Host paths mounted read-only: the layer counter's view of a watched layer, nothing else. */
+  readOnlyBinds?: ReadonlyArray<{ source: string; target: string }>;
 }
 
 /**
@@ -93,13 +101,15 @@ export function createOptions(
           },
   };
   // The host's namespace takes no resolver setting (the engine refuses --dns with --network host).
-  if (net.kind !== "host") hostConfig.Dns = [EPISODE_DNS_UPSTREAM];
+  if (net.kind !== "host" && !spec.outsideNames) hostConfig.Dns = [EPISODE_DNS_UPSTREAM];
   if (gvisor) hostConfig.Ulimits = [{ Name: "nproc", Soft: gvisor.nproc, Hard: gvisor.nproc }];
   if (spec.dropAllCaps) hostConfig.CapDrop = ["ALL"];
   if (spec.capAdd?.length) hostConfig.CapAdd = [...spec.capAdd];
   if (spec.tmpfs) hostConfig.Tmpfs = { ...spec.tmpfs };
   if (spec.extraHosts?.length) hostConfig.ExtraHosts = [...spec.extraHosts];
   if (spec.storageBytes !== undefined) hostConfig.StorageOpt = { size: String(spec.storageBytes) };
+  if (spec.readOnlyBinds?.length)
+    hostConfig.Binds = spec.readOnlyBinds.map((b) => `${b.source}:${b.target}:ro`);
   // IPv6 off inside: no link-local path to the host's [::] listeners.
   if (net.kind === "network") hostConfig.Sysctls = { "net.ipv6.conf.all.disable_ipv6": "1" };
   const opts: Dockerode.ContainerCreateOptions = {

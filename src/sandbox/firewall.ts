@@ -4,6 +4,12 @@
  * the gateway: that traffic goes to the INPUT chain, which Docker leaves open. One small chain
  * closes that hole: agent networks reach nothing; meter networks reach only the meter's port.
  *
+ * A second chain, TRAJRL-GRADER, drops everything the registry bench's verifier sends to the host:
+ * its network (`tjv…`, src/sandbox/networks.ts) keeps a route out for graders that fetch tools, but
+ * no host address — the host's own services, every episode's meter listener on its gateway — answers
+ * it. (Its way to episode containers is closed by Docker itself: internal networks take no
+ * forwarded traffic, and bridges are isolated from each other.)
+ *
  * Traffic is sent to the chain by two keys, because the same rules run in two places:
  * - on the host, episode bridges carry fixed name prefixes (`tja…`, `tjm…`): `-i tja+`, `-i tjm+`;
  * - inside the daemon's own container (DAEMON_IN_CONTAINER: it joins every meter network), the
@@ -23,7 +29,10 @@ const run = promisify(execFile);
 /** Bridge name prefixes (Linux interface names are at most 15 characters). */
 export const AGENT_BRIDGE_PREFIX = "tja";
 export const METER_BRIDGE_PREFIX = "tjm";
+/** The registry bench's verifier network (egress, no host). */
+export const GRADER_BRIDGE_PREFIX = "tjv";
 export const FIREWALL_CHAIN = "TRAJRL-EPISODE";
+export const GRADER_CHAIN = "TRAJRL-GRADER";
 /** The port the meter listens on at each meter network's gateway (the sidecar's meter:8790). */
 export const METER_EPISODE_PORT = 8790;
 
@@ -55,11 +64,25 @@ export function chainRules(family: 4 | 6, meterPort: number | null): string[] {
   return rules;
 }
 
-/** The INPUT jumps to our chain (argument lists for iptables -C / -I). */
+/** The grader's chain: nothing a grader sends reaches the host (what it sends out is forwarded, not here). */
+export function graderRules(): string[] {
+  return [`-A ${GRADER_CHAIN} -j DROP`];
+}
+
+/** Our chains and their rules for one family (meterPort as in chainRules). */
+export function chainsOf(family: 4 | 6, meterPort: number | null): Array<{ chain: string; rules: string[] }> {
+  return [
+    { chain: FIREWALL_CHAIN, rules: chainRules(family, meterPort) },
+    { chain: GRADER_CHAIN, rules: graderRules() },
+  ];
+}
+
+/** The INPUT jumps to our chains (argument lists for iptables -C / -I). */
 export function jumpRules(family: 4 | 6, poolCidr?: string): string[][] {
   const jumps = [
     ["-i", `${AGENT_BRIDGE_PREFIX}+`, "-j", FIREWALL_CHAIN],
     ["-i", `${METER_BRIDGE_PREFIX}+`, "-j", FIREWALL_CHAIN],
+    ["-i", `${GRADER_BRIDGE_PREFIX}+`, "-j", GRADER_CHAIN],
   ];
   if (family === 4 && poolCidr) jumps.push(["-s", canonicalCidr(poolCidr), "-j", FIREWALL_CHAIN]);
   return jumps;
@@ -87,19 +110,19 @@ async function installFamily(
   opts: FirewallOptions,
 ): Promise<void> {
   const port = opts.meterPort ?? METER_EPISODE_PORT;
-  const want = chainRules(family, port);
-  let have: string[] = [];
-  try {
-    have = (await ipt(bin, ["-S", FIREWALL_CHAIN])).stdout
-      .split("\n")
-      .map((l) => l.trim())
-      .filter((l) => l.startsWith("-A "));
-  } catch {
-    have = [];
-  }
-  if (have.join("\n") !== want.join("\n")) {
+  for (const { chain, rules: want } of chainsOf(family, port)) {
+    let have: string[] = [];
+    try {
+      have = (await ipt(bin, ["-S", chain])).stdout
+        .split("\n")
+        .map((l) => l.trim())
+        .filter((l) => l.startsWith("-A "));
+    } catch {
+      have = [];
+    }
+    if (have.join("\n") === want.join("\n")) continue;
     // One atomic table commit: the chain is never seen half-written (no window where it accepts all).
-    const body = ["*filter", `:${FIREWALL_CHAIN} - [0:0]`, ...want, "COMMIT", ""].join("\n");
+    const body = ["*filter", `:${chain} - [0:0]`, ...want, "COMMIT", ""].join("\n");
     await ipt(restoreBin, ["--noflush"], body);
   }
   for (const jump of jumpRules(family, opts.poolCidr)) {
@@ -153,28 +176,30 @@ const ENGINE_JUMPS = jumpRules(4).map((j) => j.join(" "));
  * verifyEngineFirewall to read.
  */
 export function engineFirewallScript(): string {
-  const c = FIREWALL_CHAIN;
-  const family = (bin: string, rules: string[], required: boolean) => {
+  const family = (bin: string, v: 4 | 6, required: boolean) => {
     const fail = required ? "exit 3" : "true";
-    const want = rules.join("\n");
+    const chains = chainsOf(v, null).map(({ chain, rules }) =>
+      [
+        `want='${rules.join("\n")}'`,
+        `have=$(${bin} -w 10 -S ${chain} 2>/dev/null | grep '^-A ' || true)`,
+        `if [ "$have" != "$want" ]; then printf '*filter\\n:${chain} - [0:0]\\n%s\\nCOMMIT\\n' "$want" | ${bin}-restore -w 10 --noflush || ${fail}; fi`,
+      ].join("\n"),
+    );
     const jumps = ENGINE_JUMPS.map(
       (j) => `${bin} -w 10 -C INPUT ${j} 2>/dev/null || ${bin} -w 10 -I INPUT 1 ${j} || ${fail}`,
     );
-    return [
-      `want='${want}'`,
-      `have=$(${bin} -w 10 -S ${c} 2>/dev/null | grep '^-A ' || true)`,
-      `if [ "$have" != "$want" ]; then printf '*filter\\n:${c} - [0:0]\\n%s\\nCOMMIT\\n' "$want" | ${bin}-restore -w 10 --noflush || ${fail}; fi`,
-      ...jumps,
-    ].join("\n");
+    return [...chains, ...jumps].join("\n");
   };
   return [
     "set -u",
-    family("iptables", chainRules(4, null), true),
+    family("iptables", 4, true),
     `if command -v ip6tables >/dev/null 2>&1 && ip6tables -w 10 -S INPUT >/dev/null 2>&1; then`,
-    family("ip6tables", chainRules(6, null), false),
+    family("ip6tables", 6, false),
     "fi",
     "echo '#chain'",
-    `iptables -w 10 -S ${c}`,
+    `iptables -w 10 -S ${FIREWALL_CHAIN}`,
+    "echo '#grader'",
+    `iptables -w 10 -S ${GRADER_CHAIN}`,
     "echo '#input'",
     "iptables -w 10 -S INPUT",
   ].join("\n");
@@ -183,20 +208,23 @@ export function engineFirewallScript(): string {
 /** What is wrong with the firewall the helper reported (pure); empty when it is as it must be. */
 export function verifyEngineFirewall(output: string): string[] {
   const chainAt = output.indexOf("#chain");
+  const graderAt = output.indexOf("#grader");
   const inputAt = output.indexOf("#input");
-  if (chainAt < 0 || inputAt < 0) return ["the firewall helper printed no rules"];
+  if (chainAt < 0 || graderAt < 0 || inputAt < 0) return ["the firewall helper printed no rules"];
   const lines = (from: number, to: number) =>
     output
       .slice(from, to)
       .split("\n")
       .map((l) => l.trim())
       .filter((l) => l.startsWith("-A "));
-  const chain = lines(chainAt, inputAt);
   const input = lines(inputAt, output.length);
   const problems: string[] = [];
-  const want = chainRules(4, null);
-  if (chain.join("\n") !== want.join("\n"))
-    problems.push(`chain ${FIREWALL_CHAIN} is ${chain.length ? chain.join(" | ") : "empty"}`);
+  const found = [lines(chainAt, graderAt), lines(graderAt, inputAt)];
+  chainsOf(4, null).forEach(({ chain, rules }, k) => {
+    const have = found[k]!;
+    if (have.join("\n") !== rules.join("\n"))
+      problems.push(`chain ${chain} is ${have.length ? have.join(" | ") : "empty"}`);
+  });
   for (const j of ENGINE_JUMPS) if (!input.includes(`-A INPUT ${j}`)) problems.push(`INPUT lacks \`${j}\``);
   return problems;
 }

@@ -1,5 +1,5 @@
 /** The sandbox's public face: Docker images, networks, containers, archives, limits and the reaper. */
-export { type FetchedPath, getPath, layerBytes, putFiles, statPath, watchLayer } from "./container-files.js";
+export { type FetchedPath, getPath, putFiles, statPath } from "./container-files.js";
 export {
   CappedText,
   type CapturedLogs,
@@ -79,6 +79,14 @@ export {
   safeName,
   uniqueName,
 } from "./labels.js";
+export {
+  type LayerBounds,
+  type LayerUse,
+  type LayerWatch,
+  layerBytes,
+  openLayerCounter,
+  watchLayer,
+} from "./layer-watch.js";
 export { type EpisodeNetwork, NetworkPool } from "./networks.js";
 export {
   digestFor,
@@ -115,6 +123,8 @@ export {
 export {
   allocateLoopback,
   type EpisodeTopology,
+  type MeterLoss,
+  RELAY_LIMITS,
   Sandbox,
   type SandboxOptions,
   type ScenarioRuntimeNeeds,

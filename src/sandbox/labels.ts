@@ -8,7 +8,7 @@ import { hostname } from "node:os";
 import { sha256Hex } from "../hash.js";
 
 export const LABEL = {
-  /** sidecar | agent | verifier | check | net-agent | net-meter | probe | relay | engine-firewall */
+  /** sidecar | agent | verifier | check | net-agent | net-meter | net-grader | probe | relay | engine-firewall | layer-count */
   role: "trajrl.role",
   /** The process that made it (see SandboxSession). */
   session: "trajrl.session",
@@ -36,9 +36,11 @@ export type Role =
   | "check"
   | "net-agent"
   | "net-meter"
+  | "net-grader"
   | "probe"
   | "relay"
-  | "engine-firewall";
+  | "engine-firewall"
+  | "layer-count";
 
 export interface SandboxSession {
   /** Random per process: what this process made, as opposed to what a sibling process made. */

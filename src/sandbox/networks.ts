@@ -8,10 +8,21 @@ import { InfraError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { silentLogger } from "../log.js";
 import { type Docker, dockerMessage, dockerStatus, engine, ignoreGone } from "./docker.js";
-import { AGENT_BRIDGE_PREFIX, METER_BRIDGE_PREFIX } from "./firewall.js";
+import { AGENT_BRIDGE_PREFIX, GRADER_BRIDGE_PREFIX, METER_BRIDGE_PREFIX } from "./firewall.js";
 import { blockCount, type Cidr, formatCidr, gatewayOf, parseCidr, pickFreeBlock } from "./subnet.js";
 
-export type NetworkKind = "agent" | "meter";
+/**
+ * `agent` and `meter`: an episode's two internal networks. `grader`: the registry bench's verifier
+ * (VERIFIER_NETWORK=bridge, upstream's `bridge`): a route out for graders that fetch tools, its
+ * bridge (`tjv…`) cut from the host by the firewall's TRAJRL-GRADER chain.
+ */
+export type NetworkKind = "agent" | "meter" | "grader";
+
+const BRIDGE_PREFIX: Record<NetworkKind, string> = {
+  agent: AGENT_BRIDGE_PREFIX,
+  meter: METER_BRIDGE_PREFIX,
+  grader: GRADER_BRIDGE_PREFIX,
+};
 
 export interface EpisodeNetwork {
   id: string;
@@ -73,21 +84,22 @@ export class NetworkPool {
         );
       const subnet = formatCidr(free.block);
       const gateway = gatewayOf(free.block);
-      const bridge = `${kind === "agent" ? AGENT_BRIDGE_PREFIX : METER_BRIDGE_PREFIX}${randomBytes(6).toString("hex")}`;
+      const bridge = `${BRIDGE_PREFIX[kind]}${randomBytes(6).toString("hex")}`;
+      const egress = kind === "grader";
       this.claimed.add(free.index);
       try {
         const net = await this.docker.createNetwork({
           Name: name,
           Driver: "bridge",
-          // No route out: internal bridges are not masqueraded nor forwarded.
-          Internal: true,
+          // No route out: internal bridges are not masqueraded nor forwarded (the grader's is both).
+          Internal: !egress,
           CheckDuplicate: true,
           Attachable: false,
           IPAM: { Driver: "default", Config: [{ Subnet: subnet, Gateway: gateway }] },
           Options: {
             "com.docker.network.bridge.name": bridge,
-            "com.docker.network.bridge.enable_icc": "true",
-            "com.docker.network.bridge.enable_ip_masquerade": "false",
+            "com.docker.network.bridge.enable_icc": String(!egress),
+            "com.docker.network.bridge.enable_ip_masquerade": String(egress),
           },
           Labels: labels,
         });

@@ -102,6 +102,8 @@ export async function removeNetworkForcefully(docker: Docker, idOrName: string):
 export class EpisodeScope {
   private readonly containers = new Set<string>();
   private readonly networks = new Set<string>();
+  /** Networks made late in the episode (the grader's): left alone by releaseNetworks(). */
+  private readonly lateNetworks = new Set<string>();
   private disposing: Promise<void> | undefined;
   /** Names of containers to detach from our networks before removing them (the daemon itself). */
   private readonly detach: Array<{ network: string; container: string }> = [];
@@ -130,8 +132,20 @@ export class EpisodeScope {
     this.containers.add(name);
   }
 
-  trackNetwork(name: string): void {
-    this.networks.add(name);
+  /** `late`: made after the episode's own networks (the grader's); releaseNetworks() leaves it alone. */
+  trackNetwork(name: string, late = false): void {
+    (late ? this.lateNetworks : this.networks).add(name);
+  }
+
+  /** Remove a tracked network now (its user is done with it); failures are left for dispose(). */
+  async removeNetwork(name: string): Promise<void> {
+    try {
+      await removeNetworkForcefully(this.docker, name);
+      this.networks.delete(name);
+      this.lateNetworks.delete(name);
+    } catch {
+      // dispose() tries again and logs what it could not remove
+    }
   }
 
   detachOnDispose(network: string, container: string): void {
@@ -188,7 +202,7 @@ export class EpisodeScope {
         ).catch(() => undefined);
       }
       await Promise.all(
-        [...this.networks].map((name) =>
+        [...this.networks, ...this.lateNetworks].map((name) =>
           removeNetworkForcefully(this.docker, name).catch((err) => {
             failures.push(`network ${name}: ${dockerMessage(err)}`);
           }),

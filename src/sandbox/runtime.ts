@@ -36,6 +36,8 @@ export const RUNS_EPISODE_CODE: Readonly<Record<Role, boolean>> = {
   probe: false,
   relay: false,
   "engine-firewall": false,
+  "net-grader": false,
+  "layer-count": false,
 };
 
 /** One container's runtime: the engine's name for it, and whether it is gVisor. */

@@ -8,9 +8,9 @@ import { InfraError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { silentLogger } from "../log.js";
 import { EPISODE_DNS_UPSTREAM } from "./container-spec.js";
-import { connectNetwork, createContainer, startContainer } from "./containers.js";
+import { connectNetwork, createContainer, startContainer, waitExit } from "./containers.js";
 import { DNS_CVE, engineDnsVerdict } from "./dns.js";
-import { connectDocker, type Docker, engine } from "./docker.js";
+import { type Container, connectDocker, type Docker, engine } from "./docker.js";
 import { installEngineFirewall } from "./engine-firewall.js";
 import { EngineWatch } from "./engine-watch.js";
 import { installFirewall, METER_EPISODE_PORT } from "./firewall.js";
@@ -108,7 +108,21 @@ export function allocateLoopback(): string {
   throw new InfraError("loopback_exhausted", "no free loopback address for a meter listener");
 }
 
-const RELAY_LIMITS = { cpus: 0.5, memoryBytes: 256 * 1024 * 1024, pidsLimit: 64 };
+export const RELAY_LIMITS = { cpus: 0.5, memoryBytes: 256 * 1024 * 1024, pidsLimit: 64 };
+
+/** A relay whose link ended: out of memory (the engine's word, once it has stopped), or otherwise lost. */
+async function relayLoss(c: Container): Promise<MeterLoss> {
+  await waitExit(c, AbortSignal.timeout(10_000)).catch(() => undefined);
+  const info = await c.inspect().catch(() => undefined);
+  return info?.State?.OOMKilled ? "relay_oom" : "relay_lost";
+}
+
+/**
+ * Why an episode on another engine lost its meter: its relay ran out of memory (it carries that
+ * episode's sidecar alone, so only the policy's own traffic can fill it: the policy's fault), or
+ * the relay or the link to it went otherwise (infra).
+ */
+export type MeterLoss = "relay_oom" | "relay_lost";
 
 export interface EpisodeTopology {
   agentNet: EpisodeNetwork;
@@ -123,6 +137,8 @@ export interface EpisodeTopology {
    * directly: on a remote engine, a loopback listener the relay carries. Absent: directly.
    */
   reach?: (ip: string, port: number) => Promise<{ host: string; port: number }>;
+  /** Set once the episode's meter relay is gone (remote engines only), before its sidecar is stopped. */
+  meterLoss?: () => MeterLoss | undefined;
 }
 
 export class Sandbox {
@@ -340,14 +356,20 @@ export class Sandbox {
       stdin: true,
       logDriver: "none",
     });
+    let loss: MeterLoss | undefined;
     const link = await attachRelay(
       c,
       { host: bindHost, port: METER_EPISODE_PORT },
       this.log.child({ relay: name }),
       30_000,
-      // The meter is gone from this episode (its relay or the link to it ended): stop its sidecar
-      // from outside, which the episode counts as infra (`sidecar_killed`), never as the policy's fault.
-      () => void this.killSidecars(scope),
+      // The meter is gone from this episode (its relay or the link to it ended): say why, then stop
+      // its sidecar from outside (the episode reads `meterLoss` to tell the policy's fault from ours).
+      () =>
+        void relayLoss(c).then((why) => {
+          loss = why;
+          this.log.warn({ episode: scope.episodeId, relay: name, why }, "relay.lost");
+          return this.killSidecars(scope);
+        }),
     );
     scope.onDispose(() => link.close());
     await startContainer(c);
@@ -369,6 +391,7 @@ export class Sandbox {
       meterPort: METER_EPISODE_PORT,
       sidecarExtraHosts: [],
       reach: (ip, port) => link.forward(ip, port),
+      meterLoss: () => loss,
     };
   }
 
@@ -389,7 +412,10 @@ export class Sandbox {
       this.log.warn({ episode: scope.episodeId, sidecars: list.length }, "relay.lost_sidecar_stopped");
     } catch (err) {
       // The engine itself is away: the pool's loss handling stops the episode.
-      this.log.warn({ episode: scope.episodeId, err: (err as Error).message }, "relay.lost");
+      this.log.warn(
+        { episode: scope.episodeId, err: (err as Error).message },
+        "relay.lost_sidecar_stop_failed",
+      );
     }
   }
 

@@ -1,4 +1,5 @@
 /** The `scenarios list` table: pure formatting of a catalogue. */
+import { termText } from "../terminal-text.js";
 import type { Catalogue, Scenario } from "./catalogue.js";
 import { suiteNames, suitesOf } from "./suites.js";
 
@@ -40,16 +41,19 @@ export function formatScenarioTable(catalogue: Catalogue, only?: readonly Scenar
     "NULL FLOOR",
     "SUITES",
   ];
-  const rows = scenarioRows(catalogue, only).map((r) => [
-    r.name,
-    r.category,
-    r.difficulty,
-    `${r.agent_timeout_sec}s`,
-    `${r.verifier_timeout_sec}s`,
-    r.deliverable,
-    r.null_floor.toFixed(4),
-    r.suites.join(",") || "-",
-  ]);
+  // A bench's scenarios come from its registry: every cell one line of escaped text.
+  const rows = scenarioRows(catalogue, only).map((r) =>
+    [
+      r.name,
+      r.category,
+      r.difficulty,
+      `${r.agent_timeout_sec}s`,
+      `${r.verifier_timeout_sec}s`,
+      r.deliverable,
+      r.null_floor.toFixed(4),
+      r.suites.join(",") || "-",
+    ].map(termText),
+  );
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) =>
     cells

@@ -2,10 +2,12 @@
 import { specLabel } from "../scenarios/index.js";
 import { textSpendBar } from "../spend-bar.js";
 import type { EngineView } from "../status/index.js";
+import { termText } from "../terminal-text.js";
 import { ago, duration, score, shortHash, shortKey, usd, weightShares, weightsReasonText } from "./format.js";
 import type { StatusSnapshot } from "./snapshot.js";
 
-function table(headers: string[], rows: string[][], right: ReadonlySet<number> = new Set()): string[] {
+function table(headers: string[], cells: string[][], right: ReadonlySet<number> = new Set()): string[] {
+  const rows = cells.map((r) => r.map(termText));
   const widths = headers.map((h, k) => Math.max(h.length, ...rows.map((r) => (r[k] ?? "").length)));
   const line = (cells: string[]) =>
     cells
@@ -190,6 +192,7 @@ export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): str
       ),
     );
   }
-  // Text from outside (labels, alarm messages, scenario names) must not drive the terminal.
-  return `${out.map((l) => l.replace(/[\u0000-\u001f\u007f-\u009f]/g, "?")).join("\n")}\n`;
+  // Text from outside (labels, alarm messages, scenario names) must not drive the terminal: each
+  // line is escaped whole (src/terminal-text.ts), a line break inside one included.
+  return `${out.map(termText).join("\n")}\n`;
 }

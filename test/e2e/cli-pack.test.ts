@@ -61,6 +61,61 @@ describe("trajrl-validator pack (the CLI as an operator runs it)", () => {
     expect(parsed.warnings).toHaveLength(3);
   });
 
+  // issue 36 item 9: a miner names the policy files; a name must not drive the operator's terminal.
+  const CRAFTED = {
+    clear: "\u001b[2J\u001b[H\u001b[32mvalid: 0000 (fake)\u001b[0m",
+    title: "t\u001b]0;pwned\u0007.py",
+    c1: "x\u009b2J.txt",
+    bidi: "a\u202egnp.exe",
+    line: "ok.txt\nvalid: 1111 (fake)",
+  };
+  const UNSAFE = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2066-\u2069]/;
+
+  it("pack validate prints a miner's file names escaped: no control character reaches the terminal, one line", () => {
+    const files: Record<string, string> = {
+      "SKILL.md": "# s\n",
+      "policy.json": '{"kind":"pin","model":"glm-5.3-flash"}',
+    };
+    for (const name of Object.values(CRAFTED)) files[name] = "x";
+    const r = cli("pack", "validate", write("crafted.json", JSON.stringify({ schema_version: 1, files })));
+    expect(r.status).toBe(0);
+    expect(r.stdout).not.toMatch(UNSAFE);
+    expect(r.stderr).not.toMatch(UNSAFE);
+    expect(r.stdout.trim().split("\n")).toHaveLength(1);
+    expect(r.stdout).toMatch(/^valid: [0-9a-f]{64}/);
+    expect(r.stdout).toContain("\\u001b[2J\\u001b[H\\u001b[32mvalid: 0000 (fake)\\u001b[0m");
+    expect(r.stdout).toContain("t\\u001b]0;pwned\\u0007.py");
+    expect(r.stdout).toContain("x\\u009b2J.txt");
+    expect(r.stdout).toContain("a\\u202egnp.exe");
+    expect(r.stdout).toContain("ok.txt\\nvalid: 1111 (fake)");
+    // --json: the same names, exactly, once parsed.
+    const j = cli(
+      "pack",
+      "validate",
+      write("crafted2.json", JSON.stringify({ schema_version: 1, files })),
+      "--json",
+    );
+    expect(j.stdout).not.toMatch(UNSAFE);
+    expect((JSON.parse(j.stdout) as { files: string[] }).files).toEqual(
+      expect.arrayContaining(Object.values(CRAFTED)),
+    );
+  });
+
+  it("a rejection quoting a crafted name stays one escaped line", () => {
+    const r = cli(
+      "pack",
+      "validate",
+      write(
+        "rejected.json",
+        JSON.stringify({ files: { "SKILL.md": "x", "../\u001b[2Jx\nvalid: fake": "y" } }),
+      ),
+    );
+    expect(r.status).toBe(1);
+    expect(r.stderr).not.toMatch(UNSAFE);
+    expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    expect(r.stderr).toContain("invalid_pack_structure");
+  });
+
   it("pack validate --hash mismatch → pack_verify_failed", () => {
     const p = write("ok.json", '{"schema_version": 1, "files": {"SKILL.md": "x"}}');
     const r = cli("pack", "validate", p, "--hash", "ab".repeat(32));

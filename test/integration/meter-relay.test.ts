@@ -5,8 +5,9 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { createServer, request, type Server } from "node:http";
-import { connect, createServer as createTcpServer } from "node:net";
+import { connect, createServer as createTcpServer, type Socket } from "node:net";
 import { join } from "node:path";
 import { Duplex } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -28,12 +29,12 @@ function listen(s: Server | ReturnType<typeof createTcpServer>): Promise<number>
 }
 
 /** POST `body` to the relay; the meter answers with the sha256 of what it received and the path. */
-function post(path: string, body: Buffer): Promise<{ status: number; text: string }> {
+function post(path: string, body: Buffer, port = relayPort): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     const req = request(
       {
         host: "127.0.0.1",
-        port: relayPort,
+        port,
         method: "POST",
         path,
         headers: { "content-length": body.length },
@@ -173,6 +174,69 @@ describe("meter relay", () => {
     await exited;
     expect(lost2).toBe(0);
   });
+
+  it("a client that pipelines requests and never reads is held back: the relay stays small, another connection is answered", async () => {
+    // issue 36 item 5: each request a few dozen bytes, each answer 16 KiB. Without backpressure
+    // the relay took every answer into its own memory (512 MiB here; on a remote engine its
+    // 256 MiB limit OOM-killed it and the episode was discarded as infra).
+    const ANSWER = Buffer.alloc(16 * 1024, 0x61);
+    const PER_CONNECTION = 8192;
+    let answered = 0;
+    const big = createServer((req, res) => {
+      answered++;
+      req.resume();
+      res.end(ANSWER);
+    });
+    const bigPort = await listen(big);
+    const r = spawn(process.execPath, [RELAY], {
+      env: { RELAY_HOST: "127.0.0.1", RELAY_PORT: "0" },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    const l = linkRelay(Duplex.from({ readable: r.stdout!, writable: r.stdin! }), {
+      multiplexed: false,
+      target: { host: "127.0.0.1", port: bigPort },
+      log: silentLogger,
+    });
+    const kib = (field: string) =>
+      Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${r.pid}/status`, "utf8"))![1]);
+    const flood: Socket[] = [];
+    try {
+      const p = await l.ready;
+      const before = kib("VmRSS");
+      const request = "GET /v1/models HTTP/1.1\r\nHost: meter\r\n\r\n";
+      // Four connections write their requests as fast as the kernel takes them; none ever reads.
+      for (let i = 0; i < 4; i++) {
+        const s = connect(p, "127.0.0.1");
+        s.on("error", () => undefined);
+        flood.push(s);
+        s.once("connect", async () => {
+          for (let sent = 0; sent < PER_CONNECTION; sent += 256)
+            if (!s.write(request.repeat(256))) await new Promise((res) => s.once("drain", res));
+        });
+      }
+      // Until the meter has answered them all, or has stopped answering (held back).
+      let last = -1;
+      for (let still = 0; answered < 4 * PER_CONNECTION && still < 8; ) {
+        await new Promise((res) => setTimeout(res, 250));
+        still = answered === last ? still + 1 : 0;
+        last = answered;
+      }
+      // Another connection of the same relay still gets its answer.
+      const honest = await post("/v1/chat/completions?honest", Buffer.from("{}"), p);
+      expect(honest.status).toBe(200);
+      const grewMiB = (kib("VmHWM") - before) / 1024;
+      console.log(
+        `relay flood: ${answered} of ${4 * PER_CONNECTION} answers produced, relay peak RSS +${grewMiB.toFixed(1)} MiB`,
+      );
+      expect(grewMiB).toBeLessThan(64);
+      expect(answered).toBeLessThan(4 * PER_CONNECTION);
+    } finally {
+      for (const s of flood) s.destroy();
+      l.close();
+      r.kill();
+      big.close();
+    }
+  }, 120_000);
 
   it("closing the link ends the relay process (its stdin closed), and its port with it", async () => {
     const r = spawn(process.execPath, [RELAY], {

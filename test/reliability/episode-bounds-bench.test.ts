@@ -175,7 +175,7 @@ describe("bench runtime", () => {
     const scope = rig.sandbox.openScope(`bench-direct-${Date.now().toString(36)}`, 20 * 60_000);
     try {
       const direct = await gradeBenchDeliverable({
-        docker: rig.sandbox.docker,
+        sandbox: rig.sandbox,
         scope,
         image: (await images.scenario(scenario)).ref,
         testFiles: scenario.testFiles ?? {},

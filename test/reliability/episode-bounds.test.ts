@@ -44,6 +44,8 @@ const ATTACKS: Record<string, string> = {
     "printf 'print(1)\\n' > /app/mktar.py",
   // Finite for the safety of the machine that runs this test before the fix: 6 GiB, 3× the limit.
   "write-forever": "dd if=/dev/zero of=/app/fill bs=1M count=6144 status=none; echo wrote",
+  // Empty files: 0 bytes to the byte bound, one inode each (finite, as above: 300 000).
+  "many-files": "mkdir -p /app/many && cd /app/many && seq 1 300000 | xargs touch; echo made",
 };
 
 function skillOf(name: string, script: string): string {
@@ -106,7 +108,7 @@ async function episode(
   console.log(
     `${name}: ${r.status} ${r.failure ? `${r.failure.class}/${r.failure.code}` : "clean"} notes ${r.notes.join(",")} ` +
       `agent ${Math.round(r.timings.agent_ms)} ms, collect ${Math.round(r.timings.collect_ms)} ms, total ${Math.round(ms)} ms; ` +
-      `files ${JSON.stringify(r.agent.files)}; disk ${r.agent.disk_bytes}`,
+      `files ${JSON.stringify(r.agent.files)}; disk ${r.agent.disk_bytes} bytes, ${r.agent.disk_inodes} inodes`,
   );
   expect(await countLabelled(rig.sandbox.docker, rig.sandbox.session.id, r.episode_id)).toEqual({
     containers: 0,
@@ -212,6 +214,26 @@ describe("disk", () => {
     expect(bytes).toBeLessThan(6 * GiB);
     console.log(`write-forever: killed at ${(bytes / GiB).toFixed(2)} GiB (limit 2 GiB)`);
   }, 300_000);
+});
+
+describe("inodes", () => {
+  it("an agent that makes empty files without end is killed by the disk watchdog at its inode bound (issue 36 item 8)", async () => {
+    // A test bound (the built-in runtime's is 200 000) so the attack is caught in seconds.
+    const limitInodes = 20_000;
+    const { r } = await episode("many-files", { agentDisk: { limitInodes, pollMs: 1_000 } });
+    expect(r.status).toBe("scored");
+    expect(r.failure).toMatchObject({ class: "policy", code: "agent_disk_limit" });
+    expect(r.failure?.message).toContain("files and directories");
+    expect(r.agent.killed_by).toBe("disk_limit");
+    const inodes = r.agent.disk_inodes!;
+    expect(inodes).toBeGreaterThan(limitInodes);
+    expect(inodes).toBeLessThan(300_000);
+    // The byte bound alone could not have caught it.
+    expect(r.agent.disk_bytes ?? 0).toBeLessThan(64 * 1024 * 1024);
+    console.log(
+      `many-files: killed past ${limitInodes} inodes (counted ${inodes}), ${r.agent.disk_bytes} bytes`,
+    );
+  }, 600_000);
 });
 
 describe("the session record is the agent's alone", () => {

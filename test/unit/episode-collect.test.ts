@@ -152,11 +152,31 @@ describe("attribution", () => {
     expect(
       attributeAgentEnd({
         killedBy: "disk_limit",
-        disk: { bytes: 3e9, limitBytes: 2e9 },
+        disk: { bytes: 3e9, limitBytes: 2e9, limitInodes: 2e5 },
         exitCode: undefined,
         oomKilled: false,
         upstreamFailing: false,
       }),
-    ).toMatchObject({ class: "policy", code: "agent_disk_limit" });
+    ).toMatchObject({
+      class: "policy",
+      code: "agent_disk_limit",
+      message: expect.stringContaining("3000000000 of 2000000000 bytes"),
+    });
+  });
+
+  it("so is one killed for its inodes (a million empty files are 0 bytes), and the message says which bound", () => {
+    expect(
+      attributeAgentEnd({
+        killedBy: "disk_limit",
+        disk: { bytes: 0, inodes: 250_001, limitBytes: 2e9, limitInodes: 200_000 },
+        exitCode: undefined,
+        oomKilled: false,
+        upstreamFailing: false,
+      }),
+    ).toMatchObject({
+      class: "policy",
+      code: "agent_disk_limit",
+      message: expect.stringContaining("more than 200000 files and directories"),
+    });
   });
 });

@@ -217,6 +217,27 @@ describe("deadlines", () => {
 });
 
 describe("check table", () => {
+  it("escapes a bench's scenario names and problems (issue 36 item 9)", () => {
+    const table = formatCheckTable([
+      {
+        scenario: "s\u001b[2J\nfake ok",
+        image: "x",
+        runtime: "runc",
+        imageBuilt: false,
+        reference: undefined,
+        empty: undefined,
+        hostile: undefined,
+        nullFloor: undefined,
+        ok: false,
+        problems: ["bad\u001b]0;t\u0007"],
+        ms: { build: 0, solve: 0, grade: 0, total: 0 },
+      },
+    ]);
+    expect(table).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+    expect(table.split("\n")).toHaveLength(3);
+    expect(table).toContain("s\\u001b[2J\\nfake ok");
+  });
+
   it("prints one row per scenario and every problem", () => {
     const table = formatCheckTable([
       {

@@ -163,8 +163,23 @@ describe("the harness channel", () => {
       failure: { class: "policy", code: "verifier_timeout" },
     });
     expect(
-      judgeReport(harness({ key, diskExceeded: { bytes: 9, limitBytes: 8 }, stdout: line(key, ctrf(6, 6)) })),
+      judgeReport(
+        harness({
+          key,
+          diskExceeded: { bytes: 9, limitBytes: 8, limitInodes: 5 },
+          stdout: line(key, ctrf(6, 6)),
+        }),
+      ),
     ).toMatchObject({ quality: 0, failure: { class: "policy", code: "verifier_disk_limit" } });
+    expect(
+      judgeReport(
+        harness({
+          key,
+          diskExceeded: { bytes: 0, inodes: 6, limitBytes: 8, limitInodes: 5 },
+          stdout: line(key, ctrf(6, 6)),
+        }),
+      ).failure?.message,
+    ).toContain("more than 5 files and directories");
   });
 });
 

@@ -132,6 +132,51 @@ describe("evaluation output", () => {
     expect((html.match(/class="evidence"/g) ?? []).length).toBe(1);
   });
 
+  // issue 36 item 9: a pack's file name and a bench's scenario names come from outside.
+  const UNSAFE = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e]/;
+  const EVIL = "e\u001b]0;pwned\u0007\u001b[2J\nq\u202e";
+
+  it("leaderboard and verdict table escape what came from outside: no control character, one line per row", () => {
+    const v = verdict([1, 0.5], [0.1, 0.2], ["kimi-k3"]);
+    v.scenarios[0]!.scenario = EVIL;
+    const board = leaderboard([
+      { label: EVIL, verdict: v },
+      { label: "ok", verdict: verdict([1], [0.1], ["m"]) },
+    ]);
+    const table = verdictTable(v);
+    for (const text of [board, table]) {
+      expect(text).not.toMatch(UNSAFE);
+      expect(text).toContain("e\\u001b]0;pwned\\u0007\\u001b[2J\\nq\\u202e");
+    }
+    expect(board.split("\n")).toHaveLength(4);
+    expect(table.split("\n")).toHaveLength(5);
+  });
+
+  it("the progress view escapes scenario names and the title, as plain lines and as the live block", () => {
+    const s = new PassThrough();
+    let text = "";
+    s.on("data", (d) => (text += d));
+    const plain = new ProgressView(s as unknown as NodeJS.WritableStream, false);
+    plain.start(`\n${EVIL}`, [EVIL]);
+    plain.onEvent({
+      evaluationId: "e",
+      scenario: EVIL,
+      attempt: 1,
+      spentUsd: 0,
+      capUsd: 0.3,
+      elapsedMs: 0,
+      phase: "running",
+    });
+    plain.stop();
+    expect(text).not.toMatch(UNSAFE);
+    expect(text.trim().split("\n")).toHaveLength(2);
+    const live = new ProgressView(new PassThrough() as unknown as NodeJS.WritableStream, false);
+    live.start("t", [EVIL]);
+    const block = live.renderBlock();
+    expect(block.join("\n")).not.toMatch(UNSAFE);
+    expect(block).toHaveLength(2);
+  });
+
   it("progress view: plain lines when not a TTY, one per phase change", () => {
     const s = new PassThrough();
     let text = "";

@@ -248,8 +248,12 @@ describe("a remote engine's firewall", () => {
       "#chain",
       "-N TRAJRL-EPISODE",
       ...chainRules(4, null),
+      "#grader",
+      "-N TRAJRL-GRADER",
+      "-A TRAJRL-GRADER -j DROP",
       "#input",
       "-P INPUT ACCEPT",
+      "-A INPUT -i tjv+ -j TRAJRL-GRADER",
       "-A INPUT -i tjm+ -j TRAJRL-EPISODE",
       "-A INPUT -i tja+ -j TRAJRL-EPISODE",
     ].join("\n");
@@ -260,6 +264,12 @@ describe("a remote engine's firewall", () => {
     expect(
       verifyEngineFirewall(good.replace("-A TRAJRL-EPISODE -j DROP", "-A TRAJRL-EPISODE -j ACCEPT"))[0],
     ).toMatch(/chain TRAJRL-EPISODE is/);
+    expect(verifyEngineFirewall(good.replace("-A TRAJRL-GRADER -j DROP", ""))).toEqual([
+      "chain TRAJRL-GRADER is empty",
+    ]);
+    expect(verifyEngineFirewall(good.replace("-A INPUT -i tjv+ -j TRAJRL-GRADER", ""))).toEqual([
+      "INPUT lacks `-i tjv+ -j TRAJRL-GRADER`",
+    ]);
     expect(verifyEngineFirewall("")).toEqual(["the firewall helper printed no rules"]);
   });
 });

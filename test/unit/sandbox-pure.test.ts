@@ -4,7 +4,7 @@ import { CappedText, demuxFrames } from "../../src/sandbox/container-output.js";
 import { createOptions, SIDECAR_LIMITS } from "../../src/sandbox/container-spec.js";
 import { globToRegExp, imageHash, isIgnored, parseIgnore } from "../../src/sandbox/context.js";
 import { engineDnsVerdict } from "../../src/sandbox/dns.js";
-import { canonicalCidr, chainRules, jumpRules } from "../../src/sandbox/firewall.js";
+import { canonicalCidr, chainRules, chainsOf, graderRules, jumpRules } from "../../src/sandbox/firewall.js";
 import {
   containerIdFromMountinfo,
   LABEL,
@@ -228,11 +228,19 @@ describe("firewall rules", () => {
     expect(jumpRules(4)).toEqual([
       ["-i", "tja+", "-j", "TRAJRL-EPISODE"],
       ["-i", "tjm+", "-j", "TRAJRL-EPISODE"],
+      ["-i", "tjv+", "-j", "TRAJRL-GRADER"],
     ]);
     // iptables prints (and -C matches) the network address, whatever host bits the setting carries.
     expect(jumpRules(4, "10.213.7.9/16").at(-1)).toEqual(["-s", "10.213.0.0/16", "-j", "TRAJRL-EPISODE"]);
-    expect(jumpRules(6, "10.213.0.0/16")).toHaveLength(2);
+    expect(jumpRules(6, "10.213.0.0/16")).toHaveLength(3);
     expect(canonicalCidr("172.30.255.1/20")).toBe("172.30.240.0/20");
+  });
+});
+
+describe("the grader's chain", () => {
+  it("drops everything the registry bench's verifier network sends to the host", () => {
+    expect(graderRules()).toEqual(["-A TRAJRL-GRADER -j DROP"]);
+    expect(chainsOf(4, 8790).map((c) => c.chain)).toEqual(["TRAJRL-EPISODE", "TRAJRL-GRADER"]);
   });
 });
 

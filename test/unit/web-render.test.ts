@@ -436,7 +436,7 @@ describe("the terminal summary", () => {
     s.evaluation!.label = "evil\u001b]0;pwned\u0007\nnext";
     const text = renderText(s);
     expect(text).not.toContain("\u001b");
-    expect(text).toContain("evil?]0;pwned??next");
+    expect(text).toContain("evil\\u001b]0;pwned\\u0007\\nnext");
   });
 
   it("says what needs the daemon when read from the database", () => {
