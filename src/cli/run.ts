@@ -80,7 +80,7 @@ async function runValidator(opts: { status: boolean }): Promise<number> {
   if (opts.status && db) {
     try {
       const { startStatusServer } = await import("../web/index.js");
-      status = await startStatusServer({ live, db, config, log });
+      status = await startStatusServer({ live, db, network: daemon.network ?? null, config, log });
       log.info({ url: status.url }, "daemon.status_server");
     } catch (err) {
       // The validator's job does not depend on its status page.

@@ -31,6 +31,7 @@ export {
 } from "./log-archive.js";
 export { archiveEvaluation, LogUploader, MAX_UPLOAD_ATTEMPTS, REPLAY_WINDOW_MS } from "./log-uploads.js";
 export { Loop, type LoopSpec, loopBackoffMs } from "./loop.js";
+export { isKnownNetwork, networkIdFor } from "./network.js";
 export {
   type EvaluationEnvironment,
   loadPipeline,

@@ -17,8 +17,14 @@ import type {
   LoopState,
   WeightsEvent,
 } from "../status/index.js";
-import type { Db, EvaluationRow, WeightAttempt } from "../store/index.js";
-import { EvaluationRepo, VerdictOutboxRepo, WeightsRepo, WinnerCacheRepo } from "../store/index.js";
+import type { Db, EvaluationRow, NetworkId, WeightAttempt } from "../store/index.js";
+import {
+  EvaluationRepo,
+  NO_NETWORK,
+  VerdictOutboxRepo,
+  WeightsRepo,
+  WinnerCacheRepo,
+} from "../store/index.js";
 import { VERSION } from "../version.js";
 import { type HealthReport, stillStale } from "./health.js";
 import type { TallySnapshot } from "./tally.js";
@@ -344,18 +350,22 @@ export interface SnapshotSources {
 
 const EMPTY_COUNTERS: TallySnapshot = { meter: {}, episodes: [], weights: { attempts: 0, results: {} } };
 
-/** Repositories over one connection, prepared once and reused by every request. */
+/**
+ * Repositories over one connection, prepared once and reused by every request: the rows of one
+ * network (its genesis hash; null when it is not known yet: then no network's rows are shown).
+ */
 export class StatusReader {
   private readonly evaluations: EvaluationRepo;
   private readonly weights: WeightsRepo;
   private readonly outbox: VerdictOutboxRepo;
   private readonly winnerCache: WinnerCacheRepo;
 
-  constructor(db: Db) {
-    this.evaluations = new EvaluationRepo(db);
-    this.weights = new WeightsRepo(db);
-    this.outbox = new VerdictOutboxRepo(db);
-    this.winnerCache = new WinnerCacheRepo(db);
+  constructor(db: Db, network: NetworkId | null) {
+    const scope = network ?? NO_NETWORK;
+    this.evaluations = new EvaluationRepo(db, scope);
+    this.weights = new WeightsRepo(db, scope);
+    this.outbox = new VerdictOutboxRepo(db, scope);
+    this.winnerCache = new WinnerCacheRepo(db, scope);
   }
 
   recentEvaluations(limit: number): VerdictSummary[] {

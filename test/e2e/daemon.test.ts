@@ -257,13 +257,15 @@ describe("daemon e2e (real pipeline, simulator, Docker)", () => {
     expect(Object.keys(body.challenger.scenario_results)).toEqual(QUICK);
     // What was posted is the evaluation stored in SQLite.
     const db = first.daemon.database!;
-    const row = new EvaluationRepo(db)
+    const row = new EvaluationRepo(db, first.daemon.network!)
       .recent(10)
       .find((r) => r.source === "epoch" && r.epochId === String(epoch.challenge_epoch_id))!;
     expect(row.status).toBe("scored");
     expect((row.verdict as { score: number }).score).toBe(body.challenger.score);
     await until(
-      () => new VerdictOutboxRepo(db).get(epoch.challenge_epoch_id, w.wallet.ss58)?.state === "delivered",
+      () =>
+        new VerdictOutboxRepo(db, first.daemon.network!).get(epoch.challenge_epoch_id, w.wallet.ss58)
+          ?.state === "delivered",
       10_000,
     );
     // The pipeline fed the status page; progress reached the platform.
@@ -286,7 +288,7 @@ describe("daemon e2e (real pipeline, simulator, Docker)", () => {
     expect(tarText).toMatch(/"provenance": \{\s*"total": \d+/);
 
     // Weights for the seated winner; then the seat empties and the next window burns to the owner.
-    const repo = new WeightsRepo(db);
+    const repo = new WeightsRepo(db, first.daemon.network!);
     await until(() => repo.lastIncluded(11)?.reason === "winner", 30_000, "weights for the winner");
     expect(repo.lastIncluded(11)).toMatchObject({
       uids: [w.subnet.uids.winner],

@@ -16,7 +16,7 @@ import {
 } from "../../src/web/snapshot.js";
 import { Tally } from "../../src/web/tally.js";
 import { renderText } from "../../src/web/text.js";
-import { seedLive, seedStore } from "../helpers/web.js";
+import { NETWORK, seedLive, seedStore } from "../helpers/web.js";
 
 const NOW = Date.parse("2026-06-01T12:00:00Z");
 
@@ -27,7 +27,7 @@ function snapshotOf(opts: { weightsOutcome?: "included" | "failed"; live?: boole
   const tally = new Tally();
   tally.attach(live);
   seedLive(live);
-  return new StatusReader(db).snapshot({
+  return new StatusReader(db, NETWORK).snapshot({
     config: loadConfig({}),
     live: opts.live === false ? null : live,
     counters: tally.snapshot(),
@@ -169,7 +169,11 @@ describe("the status page", () => {
 
   it("says so when there is nothing yet", () => {
     const db = openDb(":memory:");
-    const s = new StatusReader(db).snapshot({ config: loadConfig({}), live: new LiveStatus(), now: NOW });
+    const s = new StatusReader(db, NETWORK).snapshot({
+      config: loadConfig({}),
+      live: new LiveStatus(),
+      now: NOW,
+    });
     const html = renderMain(s);
     expect(html).toContain("No alarms");
     expect(html).toContain("No challenge epoch seen yet");
@@ -405,7 +409,7 @@ describe("image pulls on the status page", () => {
     seedStore(db, NOW);
     const live = new LiveStatus(() => NOW);
     const snap = () =>
-      new StatusReader(db).snapshot({
+      new StatusReader(db, NETWORK).snapshot({
         config: loadConfig({}),
         live,
         counters: new Tally().snapshot(),
