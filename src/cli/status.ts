@@ -50,19 +50,36 @@ export function registerStatus(program: Command): void {
       }
 
       process.exitCode = STATUS_EXIT.noDaemon;
-      await fromDatabase(config, `${base} (${fromDaemon.error})`, { json: opts.json === true });
+      const held = await heldBack();
+      if (held && !opts.json) process.stdout.write(`HELD BACK    ${held}\n`);
+      await fromDatabase(config, `${base} (${fromDaemon.error})`, { json: opts.json === true, held });
     });
+}
+
+/**
+ * The image's entrypoint holds the daemon back while the host's set-up needs a fix (a wallet it
+ * cannot read): then nothing answers, and that reason is the first thing to say.
+ */
+async function heldBack(): Promise<string | undefined> {
+  const { setupError } = await import("../web/index.js");
+  const why = setupError();
+  return why ? `the validator waits for a set-up fix: ${why}` : undefined;
 }
 
 /** No daemon answers: the database's rows of the network the last daemon ran on, without live data. */
 async function fromDatabase(
   config: import("../config.js").Config,
   where: string,
-  opts: { json: boolean },
+  opts: { json: boolean; held: string | undefined },
 ): Promise<void> {
   const { existsSync } = await import("node:fs");
   const { InputError, InfraError } = await import("../errors.js");
   if (!existsSync(config.dbPath)) {
+    // Held back before the first start: the reason is the whole story.
+    if (opts.held) {
+      if (opts.json) out(JSON.stringify({ heldBack: opts.held }, null, 2));
+      return;
+    }
     throw new InputError(
       "no_status",
       `the daemon is not answering at ${where} and there is no database at ${config.dbPath} (DATA_DIR)`,
@@ -86,7 +103,8 @@ async function fromDatabase(
         { cause: err, retryable: false },
       );
     }
-    if (opts.json) out(JSON.stringify({ ...snapshot, note }, null, 2));
+    if (opts.json)
+      out(JSON.stringify({ ...snapshot, note, ...(opts.held ? { heldBack: opts.held } : {}) }, null, 2));
     else {
       warn(`note: ${note}`);
       process.stdout.write(renderText(snapshot));

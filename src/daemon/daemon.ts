@@ -103,7 +103,7 @@ export class Daemon {
   /**
    * Open everything and start the loops, as a sequence of named steps. Operator mistakes (no wallet,
    * an encrypted one, a chain of the wrong network, no Docker) throw here with one clear line; what
-   * was opened is closed again.
+   * was opened is closed again. `run` holds such a refusal instead of exiting (hold.ts).
    */
   async start(): Promise<void> {
     if (this.state !== "new")

@@ -17,6 +17,13 @@ export {
 export { ALARM } from "./eval-loop.js";
 export { heartbeatInfo } from "./heartbeat.js";
 export {
+  type HeldStart,
+  HOLD_RECHECK_MS,
+  holdMessage,
+  type StartOrHoldOptions,
+  startOrHold,
+} from "./hold.js";
+export {
   type ArchiveEntry,
   type BuiltArchive,
   buildArchive,
