@@ -9,22 +9,28 @@
 #             group: VALIDATOR_GID, else the wallets' group, else 10001; plus the Docker socket's group
 #             (its GID differs per host), so the engine answers without root. A socket that admits only
 #             its owner forces root, and the log says so.
-#   wallet    before the daemon starts (`run`): `trajrl-validator check --only wallet` as that identity.
+#   wallet    before the daemon starts (`run`), and before the rehearsal's localnet (`localnet`, which
+#             registers the same hotkey): `trajrl-validator check --only wallet` as that identity.
 #             A wallet it cannot use is reported with the fix on the host (WALLETS_DIR, VALIDATOR_UID in
 #             docker/.env; WALLET_NAME/WALLET_HOTKEY in .env.validator), written to /run/trajrl/setup-error
-#             (the HEALTHCHECK shows it), and re-checked every 30 s: no restart loop, and the daemon
-#             starts by itself once the files are fixed.
+#             (the HEALTHCHECK and `status` show it), and re-checked every 30 s: no restart loop, and the
+#             command starts by itself once the files are fixed. The daemon holds its own start refusals
+#             the same way (src/daemon/hold.ts).
 # docker/README.md, "User, Docker socket, wallets", explains this for operators.
 set -eu
 
 CLI=/app/bin/trajrl-validator.js
 SETUP_ERROR=/run/trajrl/setup-error
-COMPOSE="docker compose -f docker/docker-compose.validator.yml"
+# The compose command the operator started this with (the rehearsal's override names its pair of files).
+COMPOSE="${TRAJRL_COMPOSE:-docker compose -f docker/docker-compose.validator.yml}"
 
 say() { printf 'validator-entrypoint: %s\n' "$*" >&2; }
 
 # Called as `trajrl-validator` (an exec into the running container): quiet, no wallet wait.
 case "$(basename "$0")" in trajrl-validator) daemon=0 ;; *) daemon=1 ;; esac
+# The wallet gate: the daemon, and the localnet of a rehearsal (it reads the same hotkey).
+gate=""
+[ "$daemon" = 0 ] || case "${1:-}" in run) gate=daemon ;; localnet) gate=localnet ;; esac
 [ "${1:-}" = run ] || daemon=0
 
 # --- layout ---------------------------------------------------------------------------------------
@@ -124,7 +130,7 @@ else
 fi
 
 # --- wallet ---------------------------------------------------------------------------------------
-if [ "$daemon" = 1 ]; then
+if [ -n "$gate" ]; then
   trap 'exit 143' TERM
   trap 'exit 130' INT
   mkdir -p "$(dirname "$SETUP_ERROR")"
@@ -136,7 +142,7 @@ if [ "$daemon" = 1 ]; then
     fi
     if [ "$out" != "$last" ]; then
       printf '%s\n' "$out" | sed '/^[0-9]* failed/d; s/^/validator-entrypoint: /' >&2
-      say "the daemon starts once this is fixed (checked every 30 s); after changing docker/.env: $COMPOSE up -d"
+      say "the $gate starts once this is fixed (checked every 30 s); after changing docker/.env: $COMPOSE up -d"
       last="$out"
     fi
     printf '%s\n' "$out" | sed -n 's/^FAIL *wallet *//p; s/^ *→ /→ /p' | tr '\n' ' ' >"$SETUP_ERROR"

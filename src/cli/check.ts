@@ -8,7 +8,10 @@
 import type { Stats } from "node:fs";
 import type { Command } from "commander";
 import type { Config } from "../config.js";
+import type { Deployment } from "./deployment.js";
 import { out } from "./io.js";
+
+export { COMPOSE, type Deployment, deploymentOf } from "./deployment.js";
 
 export type CheckLevel = "ok" | "warn" | "fail";
 
@@ -31,17 +34,6 @@ export const CHECKS = [
   "disk",
 ] as const;
 export type CheckName = (typeof CHECKS)[number];
-
-/** Where the operator changes things: the compose deployment (host-side settings) or a plain process. */
-export interface Deployment {
-  inContainer: boolean;
-  /** WALLETS_DIR as compose resolved it on the host (TRAJRL_HOST_WALLETS_DIR), when known. */
-  hostWalletsDir: string | undefined;
-  /** The compose command the README uses, for hints. */
-  compose: string;
-}
-
-export const COMPOSE = "docker compose -f docker/docker-compose.validator.yml";
 
 /**
  * Pure: what to tell the operator about a hotkey file that cannot be used, from what the file
@@ -399,7 +391,7 @@ async function checkFirewall(ctx: Ctx): Promise<CheckResult> {
       name: "firewall",
       level: "fail",
       detail: [...problems, ...notes].join("; "),
-      fix: `${COMPOSE} up -d (starts the firewall service before the validator; the validator needs cap_add NET_ADMIN)`,
+      fix: `${ctx.dep.compose} up -d (starts the firewall service before the validator; the validator needs cap_add NET_ADMIN)`,
     };
   return { name: "firewall", level: "ok", detail: notes.join("; ") };
 }
@@ -476,7 +468,7 @@ export function registerCheck(program: Command): void {
     .option("--json", "print the results as JSON")
     .option("--timeout <ms>", "deadline of each network check", "15000")
     .action(async (opts: { only?: string; json?: boolean; timeout: string }) => {
-      const { loadConfig, namedEnv } = await import("../config.js");
+      const { loadConfig } = await import("../config.js");
       const { InputError } = await import("../errors.js");
       const names = (opts.only ? opts.only.split(",").map((s) => s.trim()) : [...CHECKS]) as CheckName[];
       const bad = names.filter((n) => !CHECKS.includes(n));
@@ -486,12 +478,8 @@ export function registerCheck(program: Command): void {
       if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
         throw new InputError("bad_flag", `--timeout: not a positive number: ${opts.timeout}`);
       const config = loadConfig();
-      const dep: Deployment = {
-        inContainer: config.evaluation.daemonInContainer === true,
-        hostWalletsDir: namedEnv("TRAJRL_HOST_WALLETS_DIR"),
-        compose: COMPOSE,
-      };
-      const results = await runChecks(config, dep, names, timeoutMs);
+      const { deploymentOf } = await import("./deployment.js");
+      const results = await runChecks(config, await deploymentOf(config), names, timeoutMs);
       if (opts.json) out(JSON.stringify(results, null, 2));
       else process.stdout.write(renderChecks(results));
       process.exitCode = results.some((r) => r.level === "fail") ? 1 : 0;

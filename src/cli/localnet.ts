@@ -114,10 +114,25 @@ async function numbers(flags: LocalnetFlags) {
   };
 }
 
-/** The validator's hotkey address, read from its wallet. */
+/**
+ * The validator's hotkey address, read from its wallet. A wallet it cannot use is refused with the
+ * validator's own hint (`check`'s wallet check: the one home of that hint), naming what to change on
+ * the host in the compose deployment (WALLETS_DIR, VALIDATOR_UID in docker/.env).
+ */
 async function walletHotkey(config: Config): Promise<string> {
-  const { loadHotkey } = await import("../chain/index.js");
-  return (await loadHotkey(config.chain)).ss58;
+  const [{ loadHotkey }, { InputError, toValidatorError }, { deploymentOf, runChecks }] = await Promise.all([
+    import("../chain/index.js"),
+    import("../errors.js"),
+    import("./check.js"),
+  ]);
+  try {
+    return (await loadHotkey(config.chain)).ss58;
+  } catch (err) {
+    const e = toValidatorError(err);
+    const [wallet] = await runChecks(config, await deploymentOf(config), ["wallet"], 15_000);
+    const fix = wallet?.fix ? ` → ${wallet.fix}` : "";
+    throw new InputError(e.code, `${e.message}${fix}`, { cause: err });
+  }
 }
 
 async function readPack(file: string | undefined): Promise<{ packFile: string; pack: Buffer }> {

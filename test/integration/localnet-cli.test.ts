@@ -131,4 +131,41 @@ describe("trajrl-validator localnet", () => {
     expect(await exited).toBe(0);
     expect(stdout).toMatch(/"verdicts":0,"weights":0,"msg":"localnet\.stopped"/);
   }, 30_000);
+
+  it("a wallet it cannot read: one line with the validator's own hint (the compose deployment's names)", async () => {
+    const run = (args: string[], env: Record<string, string>) =>
+      new Promise<{ code: number; out: string; err: string }>((resolve) => {
+        execFile(
+          process.execPath,
+          ["--import", "tsx", join(root, "src/cli.ts"), ...args],
+          { cwd: root, env: { PATH: process.env.PATH ?? "", HOME: "/nonexistent", ...env }, timeout: 60_000 },
+          (err, out, errOut) =>
+            resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, out, err: errOut }),
+        );
+      });
+    // As in the container: the wallets mounted from the host's WALLETS_DIR, started by the rehearsal's compose pair.
+    const env = {
+      WALLET_PATH: wallet.walletPath,
+      WALLET_NAME: "nobody",
+      DAEMON_IN_CONTAINER: "1",
+      TRAJRL_HOST_WALLETS_DIR: "/srv/btcli-wallets",
+      TRAJRL_COMPOSE:
+        "docker compose -f docker/docker-compose.validator.yml -f docker/docker-compose.localnet.yml",
+    };
+    const [localnet, check] = await Promise.all([
+      run(["localnet", "--chain-port", "0", "--platform-port", "0"], env),
+      run(["check", "--only", "wallet"], env),
+    ]);
+    expect(localnet.code).toBe(1);
+    expect(localnet.err.trim().split("\n")).toHaveLength(1);
+    const hint = /^ {16}→ (.*)$/m.exec(check.out)![1]!;
+    expect(hint).toContain("WALLETS_DIR in docker/.env");
+    expect(hint).toContain("(/srv/btcli-wallets; WALLETS_DIR in docker/.env). Wallets there: validator.");
+    expect(hint).toMatch(
+      /then `docker compose -f docker\/docker-compose\.validator\.yml -f docker\/docker-compose\.localnet\.yml up -d`$/,
+    );
+    expect(localnet.err).toBe(
+      `error: hotkey file not found: ${join(wallet.walletPath, "nobody", "hotkeys", "default")} → ${hint}\n`,
+    );
+  }, 90_000);
 });
