@@ -120,6 +120,7 @@ async function onStrayErrors(log: Logger, live: LiveStatus): Promise<void> {
 class StatusPage {
   private server: { url: string; close(): Promise<void> } | undefined;
   private held = false;
+  private heldDb: Db | undefined;
 
   constructor(
     private readonly enabled: boolean,
@@ -130,7 +131,8 @@ class StatusPage {
     if (this.held || !this.enabled) return;
     this.held = true;
     const { openDb } = await import("../store/index.js");
-    await this.listen(openDb(":memory:"), null);
+    this.heldDb = openDb(":memory:");
+    await this.listen(this.heldDb, null);
   }
 
   async show(db: Db | undefined, network: NetworkId | undefined): Promise<void> {
@@ -153,5 +155,7 @@ class StatusPage {
     const s = this.server;
     this.server = undefined;
     await s?.close().catch(() => {});
+    this.heldDb?.close();
+    this.heldDb = undefined;
   }
 }

@@ -15,7 +15,6 @@ import { FakeSubtensorNode, randomAccount } from "../fakes/subtensor-node.js";
 import { writeWallet } from "../helpers/daemon.js";
 
 const ROOT = join(import.meta.dirname, "../..");
-const TSX = join(ROOT, "node_modules/.bin/tsx");
 const children: ChildProcess[] = [];
 
 interface Ran {
@@ -28,7 +27,9 @@ function cli(
   args: string[],
   env: Record<string, string>,
 ): { child: ChildProcess; out: Ran; closed: Promise<Ran> } {
-  const child = spawn(TSX, ["src/cli.ts", ...args], {
+  // node itself, not the tsx wrapper: the wrapper relays a SIGTERM again when the child is slow to
+  // acknowledge it (a loaded machine), and a second signal is the daemon's forced exit (143).
+  const child = spawn(process.execPath, ["--import", "tsx", "src/cli.ts", ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...env },
   });
