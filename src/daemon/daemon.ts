@@ -1,3 +1,22 @@
+/**
+ * `trajrl-validator run`: one object that opens everything the validator needs and runs its loops.
+ * Two modes, as upstream's validator (EVAL_ENABLED, default off):
+ *
+ * weight-only (default): no Docker, no provider key, no pack fetch, no evaluation environment.
+ *   winner    every 60 s (primed once before the loops start): GET winner/current → winner cache
+ *   weights   every WEIGHTS_INTERVAL_S: snapshot → winner, owner's row or burn → set_weights
+ *   heartbeat at start and every HEARTBEAT_INTERVAL_S: last_set_weights_at only
+ * EVAL_ENABLED=1, in addition:
+ *   eval      every EVAL_POLL_INTERVAL_S: signed GET epoch/current → evaluate → verdict → outbox
+ *   outbox    every few seconds (and at once after a verdict): POST due verdicts, back-off on failure
+ *   the heartbeat adds the evaluator's telemetry and replays pending log uploads
+ *
+ * Every row it keeps belongs to its network, the chain's genesis hash (network.ts). A start it
+ * refuses throws; `run` holds it (hold.ts).
+ *
+ * stop(): stop taking work, abort the running evaluation with SHUTDOWN (it stays resumable and the
+ * next start resumes it), let the outbox attempt in flight finish, close chain, environment, db.
+ */
 import { setTimeout as sleep } from "node:timers/promises";
 import {
   type ChainClient,
