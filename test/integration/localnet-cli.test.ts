@@ -60,7 +60,8 @@ beforeAll(async () => {
 }, 90_000);
 
 afterAll(async () => {
-  if (child && child.exitCode === null) {
+  // A child killed by a signal has exitCode null too: its signalCode says it is gone.
+  if (child && child.exitCode === null && child.signalCode === null) {
     const exited = new Promise((r) => child.once("exit", r));
     child.kill("SIGTERM");
     await exited;
