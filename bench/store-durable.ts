@@ -33,7 +33,7 @@ function run(mode: "full" | "normal", round: number): number[] {
   const path = join(base, `${mode}-${round}.sqlite`);
   const db = openDb(path);
   if (mode === "normal") normalOnly(db);
-  const outbox = new VerdictOutboxRepo(db);
+  const outbox = new VerdictOutboxRepo(db, `0x${"ab".repeat(32)}`);
   const lat: number[] = [];
   const time = (f: () => unknown) => {
     const t = performance.now();

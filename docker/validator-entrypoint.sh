@@ -9,19 +9,22 @@
 #             group: VALIDATOR_GID, else the wallets' group, else 10001; plus the Docker socket's group
 #             (its GID differs per host), so the engine answers without root. A socket that admits only
 #             its owner forces root, and the log says so.
-#   wallet    before the daemon starts (`run`): `trajrl-validator check --only wallet` as that identity.
+#   wallet    before the daemon starts (`run`), and before the rehearsal's localnet (`localnet`, which
+#             registers the same hotkey): `trajrl-validator check --only wallet` as that identity.
 #             A wallet it cannot use is reported with the fix on the host (WALLETS_DIR, VALIDATOR_UID in
 #             docker/.env; WALLET_NAME/WALLET_HOTKEY in .env.validator), written to /run/trajrl/setup-error
-#             (the HEALTHCHECK shows it), and re-checked every 30 s: no restart loop, and the daemon
-#             starts by itself once the files are fixed. An invalid .env.validator is held the same
-#             way, with the fix that applies to it (`up -d`: the env file is read at creation only).
+#             (the HEALTHCHECK and `status` show it), and re-checked every 30 s: no restart loop, and the
+#             command starts by itself once the files are fixed. The daemon holds its own start refusals
+#             the same way (src/daemon/hold.ts). An invalid .env.validator is held the same way, with
+#             the fix that applies to it (`up -d`: the env file is read at creation only).
 # Every line this script writes is a JSON log line, as the daemon's are (`component: entrypoint`).
 # docker/README.md, "User, Docker socket, wallets", explains this for operators.
 set -eu
 
 CLI=/app/bin/trajrl-validator.js
 SETUP_ERROR=/run/trajrl/setup-error
-COMPOSE="docker compose -f docker/docker-compose.validator.yml"
+# The compose command the operator started this with (the rehearsal's override names its pair of files).
+COMPOSE="${TRAJRL_COMPOSE:-docker compose -f docker/docker-compose.validator.yml}"
 
 # A JSON string's body (quotes, backslashes, tabs and new lines escaped; other controls dropped).
 json() { sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/\\t/g' | tr -d '\000-\010\013-\037' | awk 'NR > 1 { printf "\\n" } { printf "%s", $0 }'; }
@@ -33,6 +36,9 @@ say() {
 
 # Called as `trajrl-validator` (an exec into the running container): quiet, no wallet wait.
 case "$(basename "$0")" in trajrl-validator) daemon=0 ;; *) daemon=1 ;; esac
+# The wallet gate: the daemon, and the localnet of a rehearsal (it reads the same hotkey).
+gate=""
+[ "$daemon" = 0 ] || case "${1:-}" in run) gate=daemon ;; localnet) gate=localnet ;; esac
 [ "${1:-}" = run ] || daemon=0
 
 # --- layout ---------------------------------------------------------------------------------------
@@ -132,7 +138,7 @@ else
 fi
 
 # --- wallet ---------------------------------------------------------------------------------------
-if [ "$daemon" = 1 ]; then
+if [ -n "$gate" ]; then
   trap 'exit 143' TERM
   trap 'exit 130' INT
   mkdir -p "$(dirname "$SETUP_ERROR")"
@@ -146,7 +152,7 @@ if [ "$daemon" = 1 ]; then
       say error setup_blocked "$(printf '%s\n' "$out" | sed '/^[0-9]* failed/d')"
       case "$out" in
         *"invalid environment"*) say info waiting "fix it in .env.validator, then: $COMPOSE up -d (the container reads .env.validator when it is created: no re-check here sees an edit)" ;;
-        *) say info waiting "the daemon starts once this is fixed (checked every 30 s); after changing docker/.env: $COMPOSE up -d" ;;
+        *) say info waiting "the $gate starts once this is fixed (checked every 30 s); after changing docker/.env: $COMPOSE up -d" ;;
       esac
       last="$out"
     fi

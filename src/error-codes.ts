@@ -66,6 +66,7 @@ export const ERROR_CODES = [
   "daemon_state",
   "internal_error",
   "llm_key_missing_on_subnet",
+  "local_chain_unreachable",
   "loop_tick_failed",
   "offline_override_on_subnet",
   "pipeline_unavailable",

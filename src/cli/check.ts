@@ -10,11 +10,13 @@ import type { Config } from "../config.js";
 import { termLines, termText } from "../terminal-text.js";
 import { IDENTITY } from "../version.js";
 import { checkRuntime } from "./check-runtime.js";
+import type { Deployment } from "./deployment.js";
 import { out } from "./io.js";
-import { COMPOSE, closedDirOnPath, type Deployment, walletHint } from "./wallet-hint.js";
+import { closedDirOnPath, walletHint } from "./wallet-hint.js";
 import { withTimeout } from "./within.js";
 
-export { COMPOSE, type Deployment, walletHint } from "./wallet-hint.js";
+export { COMPOSE, type Deployment, deploymentOf } from "./deployment.js";
+export { walletHint } from "./wallet-hint.js";
 
 export type CheckLevel = "ok" | "warn" | "fail";
 
@@ -358,7 +360,7 @@ async function checkFirewall(ctx: Ctx): Promise<CheckResult> {
       name: "firewall",
       level: "fail",
       detail: [...problems, ...notes].join("; "),
-      fix: `${COMPOSE} up -d (starts the firewall service before the validator; the validator needs cap_add NET_ADMIN)`,
+      fix: `${ctx.dep.compose} up -d (starts the firewall service before the validator; the validator needs cap_add NET_ADMIN)`,
     };
   return { name: "firewall", level: "ok", detail: notes.join("; ") };
 }
@@ -437,7 +439,7 @@ export function registerCheck(program: Command): void {
     .option("--json", "print the results as JSON")
     .option("--timeout <ms>", "deadline of each network check", "15000")
     .action(async (opts: { only?: string; json?: boolean; timeout: string }) => {
-      const { loadConfig, namedEnv } = await import("../config.js");
+      const { loadConfig } = await import("../config.js");
       const { InputError } = await import("../errors.js");
       const names = (opts.only ? opts.only.split(",").map((s) => s.trim()) : [...CHECKS]) as CheckName[];
       const bad = names.filter((n) => !CHECKS.includes(n));
@@ -447,12 +449,8 @@ export function registerCheck(program: Command): void {
       if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
         throw new InputError("bad_flag", `--timeout: not a positive number: ${opts.timeout}`);
       const config = loadConfig();
-      const dep: Deployment = {
-        inContainer: config.evaluation.daemonInContainer === true,
-        hostWalletsDir: namedEnv("TRAJRL_HOST_WALLETS_DIR"),
-        compose: COMPOSE,
-      };
-      const results = await runChecks(config, dep, names, timeoutMs);
+      const { deploymentOf } = await import("./deployment.js");
+      const results = await runChecks(config, await deploymentOf(config), names, timeoutMs);
       if (opts.json) out(JSON.stringify(results, null, 2));
       else process.stdout.write(termLines(`${IDENTITY}\n${renderChecks(results)}`));
       process.exitCode = results.some((r) => r.level === "fail") ? 1 : 0;

@@ -49,38 +49,69 @@ export function registerStatus(program: Command): void {
         return;
       }
 
-      const note = `the daemon is not answering at ${base} (${fromDaemon.error}); read from ${config.dbPath}, without live data`;
-      const { existsSync } = await import("node:fs");
-      if (!existsSync(config.dbPath))
-        throw new InputError(
-          "no_status",
-          `the daemon is not answering at ${base} (${fromDaemon.error}) and there is no database at ${config.dbPath} (DATA_DIR)`,
-        );
-      const { openDb } = await import("../store/index.js");
-      const { StatusReader } = await import("../web/index.js");
-      const { InfraError } = await import("../errors.js");
-      const db = openDb(config.dbPath, { readonly: true });
-      try {
-        let snapshot: import("../web/index.js").StatusSnapshot;
-        try {
-          snapshot = new StatusReader(db).snapshot({ config, live: null });
-        } catch (err) {
-          throw new InfraError(
-            "status_db_unreadable",
-            `cannot read ${config.dbPath}: ${(err as Error).message} (is the database from an older version? start the validator once to migrate it)`,
-            { cause: err, retryable: false },
-          );
-        }
-        if (opts.json) out(JSON.stringify({ ...snapshot, note }, null, 2));
-        else {
-          warn(`note: ${note}`);
-          process.stdout.write(renderText(snapshot));
-        }
-      } finally {
-        db.close();
-      }
       process.exitCode = STATUS_EXIT.noDaemon;
+      const held = await heldBack();
+      if (held && !opts.json) process.stdout.write(`HELD BACK    ${held}\n`);
+      await fromDatabase(config, `${base} (${fromDaemon.error})`, { json: opts.json === true, held });
     });
+}
+
+/**
+ * The image's entrypoint holds the daemon back while the host's set-up needs a fix (a wallet it
+ * cannot read): then nothing answers, and that reason is the first thing to say.
+ */
+async function heldBack(): Promise<string | undefined> {
+  const { setupError } = await import("../web/index.js");
+  const why = setupError();
+  return why ? `the validator waits for a set-up fix: ${why}` : undefined;
+}
+
+/** No daemon answers: the database's rows of the network the last daemon ran on, without live data. */
+async function fromDatabase(
+  config: import("../config.js").Config,
+  where: string,
+  opts: { json: boolean; held: string | undefined },
+): Promise<void> {
+  const { existsSync } = await import("node:fs");
+  const { InputError, InfraError } = await import("../errors.js");
+  if (!existsSync(config.dbPath)) {
+    // Held back before the first start: the reason is the whole story.
+    if (opts.held) {
+      if (opts.json) out(JSON.stringify({ heldBack: opts.held }, null, 2));
+      return;
+    }
+    throw new InputError(
+      "no_status",
+      `the daemon is not answering at ${where} and there is no database at ${config.dbPath} (DATA_DIR)`,
+    );
+  }
+  const { lastNetwork, openDb } = await import("../store/index.js");
+  const { StatusReader, renderText } = await import("../web/index.js");
+  const db = openDb(config.dbPath, { readonly: true });
+  try {
+    let snapshot: import("../web/index.js").StatusSnapshot;
+    let note = `the daemon is not answering at ${where}; read from ${config.dbPath}, without live data`;
+    try {
+      const last = lastNetwork(db);
+      if (last)
+        note += `; the rows of ${last.name} (genesis ${last.network.slice(0, 10)}…), where the daemon last ran`;
+      snapshot = new StatusReader(db, last?.network ?? null).snapshot({ config, live: null });
+    } catch (err) {
+      throw new InfraError(
+        "status_db_unreadable",
+        `cannot read ${config.dbPath}: ${(err as Error).message} (is the database from an older version? start the validator once to migrate it)`,
+        { cause: err, retryable: false },
+      );
+    }
+    if (opts.json)
+      out(JSON.stringify({ ...snapshot, note, ...(opts.held ? { heldBack: opts.held } : {}) }, null, 2));
+    else {
+      warn(`note: ${note}`);
+      process.stdout.write(renderText(snapshot));
+    }
+  } finally {
+    db.close();
+  }
 }
 
 type Fetched =

@@ -5,17 +5,7 @@
  * (the image's entrypoint runs it before the daemon) prints it under its FAIL line.
  */
 import type { Stats } from "node:fs";
-
-/** Where the operator changes things: the compose deployment (host-side settings) or a plain process. */
-export interface Deployment {
-  inContainer: boolean;
-  /** WALLETS_DIR as compose resolved it on the host (TRAJRL_HOST_WALLETS_DIR), when known. */
-  hostWalletsDir: string | undefined;
-  /** The compose command the README uses, for hints. */
-  compose: string;
-}
-
-export const COMPOSE = "docker compose -f docker/docker-compose.validator.yml";
+import type { Deployment } from "./deployment.js";
 
 /**
  * Pure: what to tell the operator about a hotkey file that cannot be used, from what the file

@@ -11,44 +11,42 @@
  *   outbox    every few seconds (and at once after a verdict): POST due verdicts, back-off on failure
  *   the heartbeat adds the evaluator's telemetry and replays pending log uploads
  *
+ * Every row it keeps belongs to its network, the chain's genesis hash (network.ts). A start it
+ * refuses throws; `run` holds it (hold.ts).
+ *
  * stop(): stop taking work, abort the running evaluation with SHUTDOWN (it stays resumable and the
  * next start resumes it), let the outbox attempt in flight finish, close chain, environment, db.
  */
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { type ChainClient, type Hotkey, loadHotkey, PolkadotChainClient } from "../chain/index.js";
+import {
+  type ChainClient,
+  type ChainInfo,
+  type Hotkey,
+  loadHotkey,
+  PolkadotChainClient,
+} from "../chain/index.js";
 import { type Config, lockedEnvWarning } from "../config.js";
 import { InfraError, InputError, toValidatorError, ValidatorError } from "../errors.js";
 import { SHUTDOWN } from "../evaluation/index.js";
 import type { Logger } from "../log.js";
 import { PackCache, PlatformClient } from "../platform/index.js";
 import { LiveStatus, type Upstream } from "../status/index.js";
-import {
-  type Db,
-  EvaluationRepo,
-  LogUploadRepo,
-  openDb,
-  PlatformMarksRepo,
-  ScoredEpochRepo,
-  VerdictOutboxRepo,
-  WeightsRepo,
-  WinnerCacheRepo,
-} from "../store/index.js";
+import { type Db, EvaluationRepo, type NetworkId, openDb, ScoredEpochRepo } from "../store/index.js";
 import { UPSTREAM_RELEASE } from "../subnet.js";
 import { VERSION } from "../version.js";
 import { ALARM, EpochEvaluator, type FinishedEvaluation } from "./eval-loop.js";
 import { HealthIssue } from "./heartbeat.js";
 import type { LogTap } from "./log-archive.js";
-import { archiveEvaluation, LogUploader } from "./log-uploads.js";
+import { archiveEvaluation, type LogUploader } from "./log-uploads.js";
 import { Loop } from "./loop.js";
+import { openNetwork } from "./network.js";
 import { type EvaluationEnvironment, loadPipeline, type Pipeline } from "./pipeline.js";
 import { deliverTick, heartbeatTick } from "./platform-ticks.js";
-import { maxScoreOf, specFor } from "./specs.js";
+import { specFor } from "./specs.js";
 import { assertSubnetRules, benchFor } from "./subnet-rules.js";
-import { type DaemonTiming, DEFAULT_TIMING, UPSTREAM_OWNER_UID, waitFor } from "./timing.js";
+import { type DaemonTiming, DEFAULT_TIMING, waitFor } from "./timing.js";
 import { evidenceEntry, recordVerdictEvidence } from "./verdict-evidence.js";
-import { WeightSetter } from "./weights-loop.js";
-import { WinnerRefresher } from "./winner-loop.js";
+import { buildWorkers, type Parts } from "./workers.js";
 
 export interface DaemonOptions {
   config: Config;
@@ -88,6 +86,8 @@ export class Daemon {
   private chain: ChainClient | undefined;
   private env: EvaluationEnvironment | undefined;
   private platform: PlatformClient | undefined;
+  private pipeline: Pipeline | undefined;
+  private networkId: NetworkId | undefined;
   private uploader: LogUploader | undefined;
   private loops: Loop[] = [];
   private outboxLoop: Loop | undefined;
@@ -116,212 +116,46 @@ export class Daemon {
     return this.db;
   }
 
+  /** The network this daemon's rows belong to (its chain's genesis hash), once start() has found it. */
+  get network(): NetworkId | undefined {
+    return this.networkId;
+  }
+
   /**
-   * Open everything and start the loops. Operator mistakes (no wallet, an encrypted one, a chain of
-   * the wrong network, no Docker) throw here with one clear line; what was opened is closed again.
+   * Open everything and start the loops, as a sequence of named steps. Operator mistakes (no wallet,
+   * an encrypted one, a chain of the wrong network, no Docker) throw here with one clear line; what
+   * was opened is closed again. `run` holds such a refusal instead of exiting (hold.ts).
    */
   async start(): Promise<void> {
     if (this.state !== "new")
       throw new InfraError("daemon_state", `cannot start a daemon that is ${this.state}`);
     this.state = "starting";
-    const c = this.config;
     try {
-      assertSubnetRules(c);
-      logConfigWarnings(c, this.log);
-      this.hotkey =
-        this.opts.hotkey ??
-        (await loadHotkey({
-          walletPath: c.chain.walletPath,
-          walletName: c.chain.walletName,
-          walletHotkey: c.chain.walletHotkey,
-        }));
-      const hotkey = this.hotkey;
-      this.log.info(
-        { version: VERSION, hotkey: hotkey.ss58, network: c.chain.network, netuid: c.chain.netuid },
-        "daemon.starting",
-      );
-      this.ownDb = this.opts.db === undefined;
-      this.db = this.opts.db ?? openDb(c.dbPath, { log: this.opts.log });
-      const db = this.db;
-
-      this.chain =
-        this.opts.chain ??
-        new PolkadotChainClient({
-          endpoint: c.chain.endpoint,
-          network: c.chain.network,
-          hotkey,
-          log: this.opts.log,
-        });
-      const chainUp = await this.connectChain(this.chain);
-
-      // Weight-only (upstream's default) never opens the evaluation environment: no Docker, no meter.
-      const evaluating = c.evaluation.enabled;
-      const pipeline = evaluating ? (this.opts.pipeline ?? (await loadPipeline())) : undefined;
-      if (pipeline)
-        this.env = await pipeline.openEnvironment(c, {
-          log: this.opts.log,
-          live: this.live,
-          db,
-          bench: benchFor(c),
-        });
-
-      this.platform = new PlatformClient({
-        baseUrl: c.platform.baseUrl,
-        signer: hotkey,
-        log: this.opts.log,
-        version: UPSTREAM_RELEASE,
-        now: this.now,
-        onReachability: reachabilityOf(this.live, "platform"),
-      });
-      const platform = this.platform;
-      const outbox = new VerdictOutboxRepo(db);
-      const winnerCache = new WinnerCacheRepo(db);
-      const marks = new PlatformMarksRepo(db);
-      if (evaluating)
-        this.uploader = new LogUploader({
-          repo: new LogUploadRepo(db),
-          client: platform,
-          dir: join(c.dataDir, "log-archives"),
-          log: this.opts.log,
-          now: this.now,
-        });
-
-      const winner = this.winnerRefresher(platform, winnerCache, outbox, hotkey.ss58);
-      const up = UPSTREAM_OWNER_UID;
-      const weights = new WeightSetter({
-        chain: this.chain,
-        netuid: c.chain.netuid,
-        hotkey: hotkey.ss58,
-        weights: new WeightsRepo(db),
-        winnerCache,
-        marks,
-        live: this.live,
-        log: this.opts.log,
-        now: this.now,
-        winnerCacheTtlMs: c.platform.winnerCacheTtlMs,
-        ...(c.chain.weightsVersionKey !== undefined ? { versionKeyOverride: c.chain.weightsVersionKey } : {}),
-        ...(c.chain.network === up.network && c.chain.netuid === up.netuid
-          ? { upstreamOwnerUid: up.uid }
-          : {}),
-        backoff: { intervalMs: c.chain.weightsIntervalMs, ...this.timing.weightsBackoff },
-        setWeightsTimeoutMs: this.timing.setWeightsTimeoutMs,
-      });
-      if (chainUp) weights.markConnected();
-
-      const winnerTick = async (s: AbortSignal): Promise<undefined> => {
-        try {
-          return await winner.tick(s);
-        } catch (err) {
-          if (!s.aborted) {
-            const message = `winner/current: ${toValidatorError(err).message}`;
-            this.live.raise(ALARM.platformUnreachable, message, "warn", this.live.outageSince("platform"));
-          }
-          throw err;
-        }
-      };
-      // Prime the winner cache before the loops start (as upstream's run()): a fresh install must
-      // not spend its first weights on an empty cache. A failure or a slow platform does not block.
-      const primeCtrl = new AbortController();
-      let primed: "ok" | "failed" | "timeout" = "timeout";
-      const priming = winnerTick(primeCtrl.signal).then(
-        () => {
-          primed = "ok";
-        },
-        (err: unknown) => {
-          if (primeCtrl.signal.aborted) return;
-          primed = "failed";
-          this.log.warn({ err: toValidatorError(err).message }, "daemon.winner_prime_failed");
-        },
-      );
-      await waitFor(priming, this.timing.winnerPrimeMs, this.backgroundCtrl.signal);
-      primeCtrl.abort(SHUTDOWN);
-
-      const winnerLoop = this.loop({
-        name: "winner",
-        intervalMs: this.timing.winnerPollMs,
-        immediate: false,
-        tick: winnerTick,
-      });
-      const weightsLoop = this.loop({
-        name: "weights",
-        intervalMs: c.chain.weightsIntervalMs,
-        tick: (s) => weights.tick(s),
-        backoffMs: (n, err) => weights.backoffAfterThrow(n, err),
-      });
-      const heartbeatLoop = this.loop({
-        name: "heartbeat",
-        intervalMs: c.platform.heartbeatIntervalMs,
-        tick: (s) =>
-          heartbeatTick(s, {
-            platform,
-            marks,
-            config: c,
-            health: this.health,
-            uploader: this.uploader,
-            now: this.now,
-          }),
-      });
-      this.loops = [winnerLoop, weightsLoop, heartbeatLoop];
-
-      if (pipeline && this.env) {
-        const evaluator = new EpochEvaluator({
-          config: c,
-          log: this.opts.log,
-          live: this.live,
-          now: this.now,
-          hotkey: hotkey.ss58,
-          platform,
-          pipeline,
-          env: this.env,
-          evaluations: new EvaluationRepo(db),
-          outbox,
-          scored: new ScoredEpochRepo(db),
-          marks,
-          packCache: PackCache.forDataDir(c.dataDir),
-          ...(this.opts.scenarios ? { scenarios: this.opts.scenarios } : {}),
-          specFor: (n) => specFor(c, this.log, n),
-          onVerdictQueued: () => this.outboxLoop?.wake(),
-          health: this.health,
-          onEvaluationFinished: (f) => this.archiveInBackground(f),
-          ...(this.opts.logTap ? { logTap: this.opts.logTap } : {}),
-          packFetchAttempts: this.timing.packFetchAttempts,
-          packFetchRetryMs: this.timing.packFetchRetryMs,
-        });
-        this.evalLoop = this.loop({
-          name: "eval",
-          intervalMs: c.platform.pollIntervalMs,
-          tick: (s) => evaluator.tick(s),
-        });
-        this.outboxLoop = this.loop({
-          name: "outbox",
-          intervalMs: this.timing.outboxPollMs,
-          tick: (s) =>
-            deliverTick(s, {
-              outbox,
-              platform,
-              marks,
-              log: this.opts.log,
-              live: this.live,
-              health: this.health,
-              timing: this.timing,
-              now: this.now,
-            }),
-        });
-        this.loops.push(this.evalLoop, this.outboxLoop);
-      }
-
+      this.checkSettings();
+      const hotkey = await this.openHotkey();
+      const db = this.openDatabase();
+      const chainInfo = await this.connectChain(hotkey);
+      const network = this.claimNetwork(db, chainInfo);
+      await this.openEvaluation(db, network);
+      const platform = this.openPlatform(hotkey);
+      const parts = this.buildParts({ db, network, hotkey, platform });
+      if (chainInfo) parts.weights.markConnected();
+      const primed = await this.primeWinner(parts.winnerTick);
+      this.loops = this.platformLoops(parts);
+      this.addEvalLoops(db, network, hotkey, parts);
       this.state = "running";
       if (this.uploader) this.track(this.uploader.replay(this.backgroundCtrl.signal));
       for (const l of this.loops) l.start();
       this.log.info(
         {
           hotkey: hotkey.ss58,
-          mode: evaluating ? "eval" : "weight-only",
-          platform: c.platform.baseUrl,
-          chain: chainUp ? "connected" : "retrying",
+          mode: this.config.evaluation.enabled ? "eval" : "weight-only",
+          platform: this.config.platform.baseUrl,
+          chain: chainInfo ? "connected" : "retrying",
+          genesis: network,
           winnerPrimed: primed,
           loops: this.loops.map((l) => l.name),
-          weightsMs: c.chain.weightsIntervalMs,
+          weightsMs: this.config.chain.weightsIntervalMs,
         },
         "daemon.started",
       );
@@ -332,6 +166,219 @@ export class Daemon {
       this.resolveDone();
       throw err;
     }
+  }
+
+  /** The subnet's rules a vote is made under (refused on a real network), and locked variables that were set. */
+  private checkSettings(): void {
+    const c = this.config;
+    assertSubnetRules(c);
+    logConfigWarnings(c, this.log);
+  }
+
+  private async openHotkey(): Promise<Hotkey> {
+    const c = this.config;
+    this.hotkey =
+      this.opts.hotkey ??
+      (await loadHotkey({
+        walletPath: c.chain.walletPath,
+        walletName: c.chain.walletName,
+        walletHotkey: c.chain.walletHotkey,
+      }));
+    this.log.info(
+      { version: VERSION, hotkey: this.hotkey.ss58, network: c.chain.network, netuid: c.chain.netuid },
+      "daemon.starting",
+    );
+    return this.hotkey;
+  }
+
+  private openDatabase(): Db {
+    this.ownDb = this.opts.db === undefined;
+    this.db = this.opts.db ?? openDb(this.config.dbPath, { log: this.opts.log });
+    return this.db;
+  }
+
+  /**
+   * The chain client, connected. A chain of the wrong network or runtime is the operator's to fix:
+   * refuse to start. An endpoint that is down now may be up in a minute: undefined, and the weight
+   * loop keeps connecting.
+   */
+  private async connectChain(hotkey: Hotkey): Promise<ChainInfo | undefined> {
+    const c = this.config;
+    this.chain =
+      this.opts.chain ??
+      new PolkadotChainClient({
+        endpoint: c.chain.endpoint,
+        network: c.chain.network,
+        hotkey,
+        log: this.opts.log,
+      });
+    this.chain.watchReachability?.(reachabilityOf(this.live, "chain"));
+    try {
+      return await this.chain.connect();
+    } catch (err) {
+      const e = toValidatorError(err);
+      if (e instanceof InputError || !e.retryable) throw e;
+      this.log.error({ code: e.code, err: e.message }, "daemon.chain_unavailable_at_start");
+      const message = `chain: ${e.code}: ${e.message}`;
+      this.live.raise(ALARM.chainUnreachable, message, "error", this.live.outageSince("chain"));
+      return undefined;
+    }
+  }
+
+  /** Which network's rows this daemon reads and writes (network.ts); adopts the rows from before networks were recorded. */
+  private claimNetwork(db: Db, chainInfo: ChainInfo | undefined): NetworkId {
+    this.networkId = openNetwork({
+      db,
+      config: this.config,
+      genesisHash: chainInfo?.genesisHash,
+      log: this.log,
+      now: this.now(),
+    });
+    return this.networkId;
+  }
+
+  /** EVAL_ENABLED only: the evaluation environment. Weight-only never opens it: no Docker, no meter. */
+  private async openEvaluation(db: Db, network: NetworkId): Promise<void> {
+    const c = this.config;
+    if (!c.evaluation.enabled) return;
+    this.pipeline = this.opts.pipeline ?? (await loadPipeline());
+    this.env = await this.pipeline.openEnvironment(c, {
+      log: this.opts.log,
+      live: this.live,
+      db,
+      bench: benchFor(c),
+      network,
+    });
+  }
+
+  private openPlatform(hotkey: Hotkey): PlatformClient {
+    this.platform = new PlatformClient({
+      baseUrl: this.config.platform.baseUrl,
+      signer: hotkey,
+      log: this.opts.log,
+      version: UPSTREAM_RELEASE,
+      now: this.now,
+      onReachability: reachabilityOf(this.live, "platform"),
+    });
+    return this.platform;
+  }
+
+  /** The repositories of this network and the winner and weights workers over them (workers.ts). */
+  private buildParts(a: { db: Db; network: NetworkId; hotkey: Hotkey; platform: PlatformClient }): Parts {
+    const { parts, uploader } = buildWorkers({
+      ...a,
+      config: this.config,
+      chain: this.chain!,
+      live: this.live,
+      log: this.opts.log,
+      now: this.now,
+      timing: this.timing,
+      scenarios: this.opts.scenarios,
+    });
+    this.uploader = uploader;
+    return parts;
+  }
+
+  /**
+   * Prime the winner cache before the loops start (as upstream's run()): a fresh install must not
+   * spend its first weights on an empty cache. A failure or a slow platform does not block.
+   */
+  private async primeWinner(winnerTick: Parts["winnerTick"]): Promise<"ok" | "failed" | "timeout"> {
+    const primeCtrl = new AbortController();
+    let primed: "ok" | "failed" | "timeout" = "timeout";
+    const priming = winnerTick(primeCtrl.signal).then(
+      () => {
+        primed = "ok";
+      },
+      (err: unknown) => {
+        if (primeCtrl.signal.aborted) return;
+        primed = "failed";
+        this.log.warn({ err: toValidatorError(err).message }, "daemon.winner_prime_failed");
+      },
+    );
+    await waitFor(priming, this.timing.winnerPrimeMs, this.backgroundCtrl.signal);
+    primeCtrl.abort(SHUTDOWN);
+    return primed;
+  }
+
+  /** The loops of both modes: winner, weights, heartbeat. */
+  private platformLoops(p: Parts): Loop[] {
+    const c = this.config;
+    return [
+      this.loop({
+        name: "winner",
+        intervalMs: this.timing.winnerPollMs,
+        immediate: false,
+        tick: p.winnerTick,
+      }),
+      this.loop({
+        name: "weights",
+        intervalMs: c.chain.weightsIntervalMs,
+        tick: (s) => p.weights.tick(s),
+        backoffMs: (n, err) => p.weights.backoffAfterThrow(n, err),
+      }),
+      this.loop({
+        name: "heartbeat",
+        intervalMs: c.platform.heartbeatIntervalMs,
+        tick: (s) =>
+          heartbeatTick(s, {
+            platform: p.platform,
+            marks: p.marks,
+            config: c,
+            health: this.health,
+            uploader: this.uploader,
+            now: this.now,
+          }),
+      }),
+    ];
+  }
+
+  /** EVAL_ENABLED only: the eval loop (epoch → evaluation → verdict) and the outbox that posts verdicts. */
+  private addEvalLoops(db: Db, network: NetworkId, hotkey: Hotkey, p: Parts): void {
+    const c = this.config;
+    if (!this.pipeline || !this.env) return;
+    const evaluator = new EpochEvaluator({
+      config: c,
+      log: this.opts.log,
+      live: this.live,
+      now: this.now,
+      hotkey: hotkey.ss58,
+      platform: p.platform,
+      pipeline: this.pipeline,
+      env: this.env,
+      evaluations: new EvaluationRepo(db, network),
+      outbox: p.outbox,
+      scored: new ScoredEpochRepo(db, network),
+      marks: p.marks,
+      packCache: PackCache.forDataDir(c.dataDir),
+      ...(this.opts.scenarios ? { scenarios: this.opts.scenarios } : {}),
+      specFor: (n) => specFor(c, this.log, n),
+      onVerdictQueued: () => this.outboxLoop?.wake(),
+      health: this.health,
+      onEvaluationFinished: (f) => this.archiveInBackground(f),
+      ...(this.opts.logTap ? { logTap: this.opts.logTap } : {}),
+      packFetchAttempts: this.timing.packFetchAttempts,
+      packFetchRetryMs: this.timing.packFetchRetryMs,
+    });
+    this.evalLoop = this.loop({
+      name: "eval",
+      intervalMs: c.platform.pollIntervalMs,
+      tick: (s) => evaluator.tick(s),
+    });
+    const deliver = { outbox: p.outbox, platform: p.platform, marks: p.marks, log: this.opts.log };
+    this.outboxLoop = this.loop({
+      name: "outbox",
+      intervalMs: this.timing.outboxPollMs,
+      tick: (s) =>
+        deliverTick(s, {
+          ...deliver,
+          live: this.live,
+          health: this.health,
+          timing: this.timing,
+          now: this.now,
+        }),
+    });
+    this.loops.push(this.evalLoop, this.outboxLoop);
   }
 
   /** Graceful stop; idempotent. Resolves when everything is closed. */
@@ -345,26 +392,6 @@ export class Daemon {
     }
     this.stopPromise = this.shutdown();
     return this.stopPromise;
-  }
-
-  /**
-   * Connect to the chain, its losses and returns feeding health's outage clock. False when the
-   * endpoint is down now (the weight loop keeps trying); a chain of the wrong network or runtime is
-   * the operator's to fix and throws.
-   */
-  private async connectChain(chain: ChainClient): Promise<boolean> {
-    chain.watchReachability?.(reachabilityOf(this.live, "chain"));
-    try {
-      await chain.connect();
-      return true;
-    } catch (err) {
-      const e = toValidatorError(err);
-      if (e instanceof InputError || !e.retryable) throw e;
-      this.log.error({ code: e.code, err: e.message }, "daemon.chain_unavailable_at_start");
-      const message = `chain: ${e.code}: ${e.message}`;
-      this.live.raise(ALARM.chainUnreachable, message, "error", this.live.outageSince("chain"));
-      return false;
-    }
   }
 
   private async shutdown(): Promise<void> {
@@ -405,26 +432,6 @@ export class Daemon {
       }
     }
     if (this.ownDb && this.db?.open) this.db.close();
-  }
-
-  /** The winner loop's worker: the seat, the consensus cross-checks, and whether our vote counted. */
-  private winnerRefresher(
-    platform: PlatformClient,
-    cache: WinnerCacheRepo,
-    outbox: VerdictOutboxRepo,
-    hotkey: string,
-  ): WinnerRefresher {
-    const c = this.config;
-    return new WinnerRefresher({
-      platform,
-      cache,
-      live: this.live,
-      log: this.opts.log,
-      now: this.now,
-      stakeWeighted: c.chain.stakeWeighted,
-      maxScoreOf: (spec) => maxScoreOf(c, this.opts.scenarios, spec),
-      ownVotes: { hotkey, outbox },
-    });
   }
 
   private loop(spec: ConstructorParameters<typeof Loop>[0]): Loop {

@@ -49,6 +49,8 @@ export const ALARM = {
   weightsFailing: "weights_failing",
   chainUnreachable: "chain_unreachable",
   uncaughtError: "uncaught_error",
+  /** The daemon's start was refused and is held (hold.ts): the process waits for the fix. */
+  startHeld: "start_held",
 } as const;
 
 /** What the daemon hands the log archiver once a verdict is queued. */

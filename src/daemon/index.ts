@@ -17,6 +17,13 @@ export {
 export { ALARM } from "./eval-loop.js";
 export { heartbeatInfo } from "./heartbeat.js";
 export {
+  type HeldStart,
+  HOLD_RECHECK_MS,
+  holdMessage,
+  type StartOrHoldOptions,
+  startOrHold,
+} from "./hold.js";
+export {
   type ArchiveEntry,
   type BuiltArchive,
   buildArchive,
@@ -31,6 +38,7 @@ export {
 } from "./log-archive.js";
 export { archiveEvaluation, LogUploader, MAX_UPLOAD_ATTEMPTS, REPLAY_WINDOW_MS } from "./log-uploads.js";
 export { Loop, type LoopSpec, loopBackoffMs } from "./loop.js";
+export { isKnownNetwork, networkIdFor } from "./network.js";
 export {
   type EvaluationEnvironment,
   loadPipeline,

@@ -10,7 +10,7 @@ import type { EvaluationResult, PackEvaluationRequest, Verdict } from "../evalua
 import type { Logger } from "../log.js";
 import type { ScoreVerdict } from "../platform/index.js";
 import type { LiveStatus } from "../status/index.js";
-import type { Db } from "../store/index.js";
+import type { Db, NetworkId } from "../store/index.js";
 
 export type { PackEvaluationRequest } from "../evaluation/index.js";
 
@@ -29,7 +29,7 @@ export type PackEvaluation = EvaluationResult;
 export interface Pipeline {
   openEnvironment(
     config: Config,
-    opts: { log: Logger; live?: LiveStatus; db?: Db; bench?: "builtin" | "registry" },
+    opts: { log: Logger; live?: LiveStatus; db?: Db; bench?: "builtin" | "registry"; network?: NetworkId },
   ): Promise<EvaluationEnvironment>;
   evaluatePack(env: EvaluationEnvironment, req: PackEvaluationRequest): Promise<PackEvaluation>;
   toScoreVerdict(v: Verdict): ScoreVerdict;

@@ -29,7 +29,7 @@ import { ALLOWLIST_FILE, PRICE_TABLE_FILE, REPO_ROOT } from "../repo.js";
 import type { Docker } from "../sandbox/index.js";
 import { type Catalogue, loadCatalogue } from "../scenarios/index.js";
 import { LiveStatus } from "../status/index.js";
-import { type Db, EvaluationRepo, KvRepo, openDb, ReceiptRepo } from "../store/index.js";
+import { type Db, EvaluationRepo, KvRepo, type NetworkId, openDb, ReceiptRepo } from "../store/index.js";
 
 export interface Environment extends EvaluationEnvironment {
   config: Config;
@@ -63,6 +63,8 @@ export interface OpenEnvironmentOptions {
    */
   bench?: "builtin" | "registry";
   benchRef?: string;
+  /** The daemon's network: its epochs' evaluations are stamped with it, and no other's are resumed. */
+  network?: NetworkId;
 }
 
 /** Receipts go to SQLite and, as they are flushed, to the live status (metrics, status page). */
@@ -218,7 +220,7 @@ export async function openEnvironment(config: Config, opts: OpenEnvironmentOptio
       images: projectImages,
       catalogue,
       bench,
-      repo: new EvaluationRepo(db),
+      repo: new EvaluationRepo(db, opts.network),
       upstreamUrl,
       async close() {
         if (closed) return;

@@ -40,6 +40,11 @@ export interface FakeNodeOptions {
   host?: string;
   port?: number;
   fixture?: FixtureName;
+  /**
+   * The chain's genesis hash: a network's identity to its clients (and part of what every extrinsic
+   * signs). Default the fixture's (finney's, testnet's); a local network serves its own.
+   */
+  genesisHash?: string;
   subnets: FakeSubnetSpec[];
   startBlock?: number;
   inclusionDelayMs?: number;
@@ -100,7 +105,7 @@ export class FakeSubtensorNode {
     const f = this.runtime.fixture;
     this.genesis = {
       number: 0,
-      hash: f.genesisHash,
+      hash: opts.genesisHash ?? f.genesisHash,
       header: {
         parentHash: `0x${"00".repeat(32)}`,
         number: "0x0",
@@ -266,7 +271,7 @@ export class FakeSubtensorNode {
   private chainContext(): ChainContext {
     const f = this.runtime.fixture;
     return {
-      genesisHash: f.genesisHash,
+      genesisHash: this.genesis.hash,
       specVersion: f.specVersion,
       txVersion: f.txVersion,
       currentBlock: this.head.number + 1,

@@ -11,7 +11,14 @@ export {
   type ReceivedExtrinsic,
   randomAccount,
 } from "./chain-node.js";
-export { type Localnet, type LocalnetOptions, startLocalnet, weightsIncluded } from "./localnet.js";
+export {
+  LOCALNET_EPOCH_ID,
+  LOCALNET_GENESIS_HASH,
+  type Localnet,
+  type LocalnetOptions,
+  startLocalnet,
+  weightsIncluded,
+} from "./localnet.js";
 export {
   type FakeEpoch,
   FakePlatform,

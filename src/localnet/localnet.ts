@@ -6,9 +6,20 @@
  * all of which the two stand-ins record and report. Nothing here is a real chain or the real platform:
  * see ./README.md for what they are.
  */
+import { blake2AsHex } from "@polkadot/util-crypto";
 import type { Logger } from "../log.js";
 import { FakeSubtensorNode, type ReceivedExtrinsic, randomAccount } from "./chain-node.js";
 import { type FakeEpoch, FakePlatform } from "./platform.js";
+
+/**
+ * The local network's genesis hash: its own, never finney's, so a validator's database keeps the
+ * rehearsal's epochs, verdicts and weights apart from a real network's (src/store/networks.ts). The
+ * same at every start: a restarted localnet is the same network to the validator.
+ */
+export const LOCALNET_GENESIS_HASH = blake2AsHex("trajrl-validator localnet", 256);
+
+/** The challenge epoch a localnet opens unless told (`--epoch`). */
+export const LOCALNET_EPOCH_ID = 1000;
 
 export interface LocalnetOptions {
   /** The validator's hotkey (ss58): registered at uid 3 with a validator permit. */
@@ -17,6 +28,10 @@ export interface LocalnetOptions {
   /** The challenger's pack, as bytes (served by the platform stand-in, hashed Python-canonically). */
   pack: Uint8Array;
   specNumber: number;
+  /** The challenge epoch's id (default LOCALNET_EPOCH_ID). */
+  epochId?: number;
+  /** The chain's genesis hash (default LOCALNET_GENESIS_HASH; tests start a second network with another). */
+  genesisHash?: string;
   /** Where both listen (default loopback) and on which ports (default any free one). */
   host?: string;
   chainPort?: number;
@@ -49,6 +64,7 @@ export async function startLocalnet(o: LocalnetOptions): Promise<Localnet> {
     host: o.host ?? "127.0.0.1",
     port: o.chainPort ?? 0,
     fixture: "finney-spec219",
+    genesisHash: o.genesisHash ?? LOCALNET_GENESIS_HASH,
     startBlock: 20_000,
     blockIntervalMs: o.blockIntervalMs ?? 1000,
     subnets: [
@@ -79,6 +95,7 @@ export async function startLocalnet(o: LocalnetOptions): Promise<Localnet> {
     throw err;
   }
   const epoch = platform.openEpoch({
+    epochId: o.epochId ?? LOCALNET_EPOCH_ID,
     packBytes: o.pack,
     challengerHotkey: challenger,
     challengerUid: 1,
@@ -95,6 +112,7 @@ export async function startLocalnet(o: LocalnetOptions): Promise<Localnet> {
     {
       ...env,
       validator: o.hotkey,
+      genesis: node.blockHash(0),
       uid: 3,
       epoch: epoch.challenge_epoch_id,
       pack: epoch.challenger_pack_hash.slice(0, 12),

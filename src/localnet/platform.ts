@@ -68,6 +68,8 @@ export interface OpenEpochOptions {
   lengthBlocks?: number;
   elapsedBlocks?: number | null;
   publicUrl?: boolean;
+  /** The epoch's id (default: the next of 1000, 1001, …; later epochs count on from it). */
+  epochId?: number;
 }
 
 export interface FakePlatformOptions {
@@ -192,7 +194,7 @@ export class FakePlatform {
     const url = o.packUrl === undefined ? this.servePack(bytes) : o.packUrl;
     const start = o.startBlock ?? 5_300_000;
     const epoch: FakeEpoch = {
-      challenge_epoch_id: this.nextId++,
+      challenge_epoch_id: o.epochId ?? this.nextId,
       challenger_hotkey: o.challengerHotkey ?? "5FakeChallengerHotkey",
       challenger_uid: o.challengerUid ?? 7,
       challenger_pack_hash: hash,
@@ -205,6 +207,7 @@ export class FakePlatform {
       elapsed_blocks: o.elapsedBlocks === undefined ? 10 : o.elapsedBlocks,
       public_url: o.publicUrl ?? false,
     };
+    this.nextId = epoch.challenge_epoch_id + 1;
     this.epochs.set(epoch.challenge_epoch_id, epoch);
     this.current = epoch;
     return epoch;

@@ -1,4 +1,5 @@
 import { type Db, durably } from "./db.js";
+import type { NetworkId } from "./networks.js";
 
 export type EvaluationStatus = "running" | "scored" | "rejected" | "discarded" | "aborted";
 export type EpisodeRowStatus = "running" | "final" | "retry" | "unresolved" | "interrupted" | "aborted";
@@ -85,25 +86,40 @@ const episodeOf = (r: RawEpisode): EpisodeRow => ({
 });
 
 const NOW = "strftime('%Y-%m-%dT%H:%M:%fZ','now')";
+/**
+ * The rows a repository opened for a network sees: its own epochs' evaluations and `eval`'s, which
+ * belong to no network. One opened without a network (`eval`, tests) sees every row.
+ */
+const VISIBLE = "(@network IS NULL OR source = 'local' OR network = @network)";
 
+/**
+ * Evaluations and their episodes. Opened for a network (the daemon), it stamps that network on the
+ * epochs' evaluations it creates and reads no other network's (migration 008).
+ */
 export class EvaluationRepo {
   private readonly s;
+  private readonly scope: { network: NetworkId | null };
 
-  constructor(private readonly db: Db) {
+  constructor(
+    private readonly db: Db,
+    network?: NetworkId,
+  ) {
+    this.scope = { network: network ?? null };
     this.s = {
       insert: db.prepare(
-        `INSERT INTO evaluations (id, resume_key, pack_hash, spec, scenarios, source, epoch_id, status, meta)
-         VALUES (@id, @resumeKey, @packHash, @spec, @scenarios, @source, @epochId, 'running', @meta)`,
+        `INSERT INTO evaluations (id, resume_key, pack_hash, spec, scenarios, source, epoch_id, status, meta, network)
+         VALUES (@id, @resumeKey, @packHash, @spec, @scenarios, @source, @epochId, 'running', @meta, @network)`,
       ),
       get: db.prepare<[string], RawEvaluation>("SELECT * FROM evaluations WHERE id = ?"),
-      resumable: db.prepare<[string], RawEvaluation>(
-        "SELECT * FROM evaluations WHERE resume_key = ? AND status = 'running' ORDER BY created_at DESC LIMIT 1",
+      resumable: db.prepare<[{ resumeKey: string; network: string | null }], RawEvaluation>(
+        `SELECT * FROM evaluations WHERE resume_key = @resumeKey AND status = 'running' AND ${VISIBLE}
+         ORDER BY created_at DESC LIMIT 1`,
       ),
-      running: db.prepare<[], RawEvaluation>(
-        "SELECT * FROM evaluations WHERE status = 'running' ORDER BY created_at",
+      running: db.prepare<[{ network: string | null }], RawEvaluation>(
+        `SELECT * FROM evaluations WHERE status = 'running' AND ${VISIBLE} ORDER BY created_at`,
       ),
-      recent: db.prepare<[number], RawEvaluation>(
-        "SELECT * FROM evaluations ORDER BY created_at DESC, rowid DESC LIMIT ?",
+      recent: db.prepare<[{ network: string | null; limit: number }], RawEvaluation>(
+        `SELECT * FROM evaluations WHERE ${VISIBLE} ORDER BY created_at DESC, rowid DESC LIMIT @limit`,
       ),
       finish: db.prepare(
         `UPDATE evaluations SET status = @status, reason = @reason, verdict = @verdict, finished_at = ${NOW}
@@ -147,6 +163,7 @@ export class EvaluationRepo {
       scenarios: JSON.stringify(row.scenarios),
       epochId: row.epochId ?? null,
       meta: JSON.stringify(row.meta),
+      network: row.source === "epoch" ? this.scope.network : null,
     });
     return this.get(row.id)!;
   }
@@ -157,16 +174,16 @@ export class EvaluationRepo {
   }
 
   findResumable(resumeKey: string): EvaluationRow | undefined {
-    const r = this.s.resumable.get(resumeKey);
+    const r = this.s.resumable.get({ resumeKey, network: this.scope.network });
     return r ? evaluationOf(r) : undefined;
   }
 
   running(): EvaluationRow[] {
-    return this.s.running.all().map(evaluationOf);
+    return this.s.running.all(this.scope).map(evaluationOf);
   }
 
   recent(limit = 20): EvaluationRow[] {
-    return this.s.recent.all(limit).map(evaluationOf);
+    return this.s.recent.all({ ...this.scope, limit }).map(evaluationOf);
   }
 
   /** Ends an evaluation exactly once; false when it had already left 'running'. */

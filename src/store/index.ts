@@ -17,6 +17,17 @@ export {
 } from "./log-uploads.js";
 export { MARK, PlatformMarksRepo } from "./marks.js";
 export { MIGRATIONS, type Migration } from "./migrations/index.js";
+export {
+  adoptUnclaimedRows,
+  type LastNetwork,
+  lastNetwork,
+  type NetworkId,
+  NO_NETWORK,
+  networkOf,
+  recordLastNetwork,
+  UNCLAIMED_NETWORK,
+  UNKNOWN_NETWORK,
+} from "./networks.js";
 export { type EnqueueVerdict, VerdictOutboxRepo } from "./outbox.js";
 export { ReceiptRepo } from "./receipts.js";
 export { type ScoredEpoch, ScoredEpochRepo } from "./scored-epochs.js";

@@ -1,5 +1,6 @@
-/** Log archives waiting for upload (migration 005 `platform_log_uploads`). */
+/** Log archives waiting for upload (migration 005 `platform_log_uploads`; per network since 008). */
 import type { Db } from "./db.js";
+import type { NetworkId } from "./networks.js";
 
 export type LogUploadKind = "eval" | "cycle";
 export type LogUploadState = "pending" | "uploaded" | "abandoned";
@@ -59,16 +60,20 @@ export class LogUploadRepo {
   private readonly failedStmt;
   private readonly abandonStmt;
 
-  constructor(db: Db) {
+  constructor(
+    db: Db,
+    private readonly network: NetworkId,
+  ) {
     this.insertStmt = db.prepare(
-      `INSERT OR IGNORE INTO platform_log_uploads (kind, eval_id, epoch_id, meta, archive_path, size_bytes, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT OR IGNORE INTO platform_log_uploads (network, kind, eval_id, epoch_id, meta, archive_path, size_bytes, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     this.getStmt = db.prepare<[LogUploadKind, string], LogRow>(
       "SELECT * FROM platform_log_uploads WHERE kind = ? AND eval_id = ?",
     );
-    this.pendingStmt = db.prepare<[number, number], LogRow>(
-      `SELECT * FROM platform_log_uploads WHERE state = 'pending' AND created_at >= ? ORDER BY created_at, id LIMIT ?`,
+    this.pendingStmt = db.prepare<[string, number, number], LogRow>(
+      `SELECT * FROM platform_log_uploads WHERE network = ? AND state = 'pending' AND created_at >= ?
+       ORDER BY created_at, id LIMIT ?`,
     );
     this.uploadedStmt = db.prepare(
       "UPDATE platform_log_uploads SET state = 'uploaded', uploaded_at = ?, attempts = attempts + 1 WHERE id = ? AND state = 'pending'",
@@ -92,6 +97,7 @@ export class LogUploadRepo {
     nowMs: number;
   }): LogUpload {
     this.insertStmt.run(
+      this.network,
       u.kind,
       u.evalId,
       u.epochId ?? null,
@@ -105,7 +111,7 @@ export class LogUploadRepo {
 
   /** Pending uploads created at or after `sinceMs` (the Python daemon replays the last 2 days), oldest first. */
   pending(sinceMs = 0, limit = 100): LogUpload[] {
-    return this.pendingStmt.all(sinceMs, limit).map(toLog);
+    return this.pendingStmt.all(this.network, sinceMs, limit).map(toLog);
   }
 
   markUploaded(id: number, nowMs: number): boolean {

@@ -1,6 +1,7 @@
 /**
- * The verdict outbox (migration 005 `platform_outbox`): src/platform's OutboxPort, in SQLite. Every
- * write commits durably (synchronous=FULL): a queued vote survives an OS crash.
+ * The verdict outbox (migration 005 `platform_outbox`, per network since 008): src/platform's
+ * OutboxPort, in SQLite. Every write commits durably (synchronous=FULL): a queued vote survives an
+ * OS crash.
  */
 import {
   type OutboxEntry,
@@ -12,6 +13,7 @@ import {
   scoreVerdictSchema,
 } from "../platform/index.js";
 import { type Db, durably } from "./db.js";
+import type { NetworkId } from "./networks.js";
 import { ScoredEpochRepo } from "./scored-epochs.js";
 
 interface OutboxRow {
@@ -63,9 +65,9 @@ export interface EnqueueVerdict {
 }
 
 /**
- * Verdicts waiting to be POSTed. One per (epoch, hotkey): enqueueing twice keeps the first, so a
- * re-run can never produce a second, different vote. Enqueueing also marks the epoch scored, in the
- * same transaction: once a verdict exists the epoch is never evaluated again.
+ * Verdicts waiting to be POSTed, of one network. One per (epoch, hotkey): enqueueing twice keeps the
+ * first, so a re-run can never produce a second, different vote. Enqueueing also marks the epoch
+ * scored, in the same transaction: once a verdict exists the epoch is never evaluated again.
  */
 export class VerdictOutboxRepo implements OutboxPort {
   private readonly db: Db;
@@ -82,20 +84,25 @@ export class VerdictOutboxRepo implements OutboxPort {
   private readonly countStmt;
   private readonly listStmt;
 
-  constructor(db: Db) {
+  constructor(
+    db: Db,
+    private readonly network: NetworkId,
+  ) {
     this.db = db;
-    this.scored = new ScoredEpochRepo(db);
+    this.scored = new ScoredEpochRepo(db, network);
     this.insertStmt = db.prepare(
-      `INSERT OR IGNORE INTO platform_outbox (epoch_id, validator_hotkey, payload, next_attempt_at, created_at)
-       VALUES (?, ?, ?, ?, ?)`,
+      `INSERT OR IGNORE INTO platform_outbox (network, epoch_id, validator_hotkey, payload, next_attempt_at, created_at)
+       VALUES (?, ?, ?, ?, ?, ?)`,
     );
-    this.getStmt = db.prepare<[number, string], OutboxRow>(
-      "SELECT * FROM platform_outbox WHERE epoch_id = ? AND validator_hotkey = ?",
+    this.getStmt = db.prepare<[string, number, string], OutboxRow>(
+      "SELECT * FROM platform_outbox WHERE network = ? AND epoch_id = ? AND validator_hotkey = ?",
     );
-    this.byIdStmt = db.prepare<[number], OutboxRow>("SELECT * FROM platform_outbox WHERE id = ?");
-    this.dueStmt = db.prepare<[string, number, number], OutboxRow>(
-      `SELECT * FROM platform_outbox WHERE state = 'pending' AND validator_hotkey = ? AND next_attempt_at <= ?
-       ORDER BY next_attempt_at, id LIMIT ?`,
+    this.byIdStmt = db.prepare<[number, string], OutboxRow>(
+      "SELECT * FROM platform_outbox WHERE id = ? AND network = ?",
+    );
+    this.dueStmt = db.prepare<[string, string, number, number], OutboxRow>(
+      `SELECT * FROM platform_outbox WHERE network = ? AND state = 'pending' AND validator_hotkey = ?
+         AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?`,
     );
     this.attemptStmt = db.prepare(
       "UPDATE platform_outbox SET attempts = attempts + 1, last_attempt_at = ? WHERE id = ? AND state = 'pending'",
@@ -114,12 +121,14 @@ export class VerdictOutboxRepo implements OutboxPort {
     );
     this.closeBeforeStmt = db.prepare(
       `UPDATE platform_outbox SET state = 'abandoned', outcome = 'epoch_closed', reason = ?, abandoned_at = ?
-       WHERE state = 'pending' AND validator_hotkey = ? AND epoch_id < ?`,
+       WHERE network = ? AND state = 'pending' AND validator_hotkey = ? AND epoch_id < ?`,
     );
-    this.countStmt = db.prepare<[], { state: OutboxState; n: number }>(
-      "SELECT state, count(*) AS n FROM platform_outbox GROUP BY state",
+    this.countStmt = db.prepare<[string], { state: OutboxState; n: number }>(
+      "SELECT state, count(*) AS n FROM platform_outbox WHERE network = ? GROUP BY state",
     );
-    this.listStmt = db.prepare<[number], OutboxRow>("SELECT * FROM platform_outbox ORDER BY id DESC LIMIT ?");
+    this.listStmt = db.prepare<[string, number], OutboxRow>(
+      "SELECT * FROM platform_outbox WHERE network = ? ORDER BY id DESC LIMIT ?",
+    );
   }
 
   /** Queue a verdict (validated here, so a bad one fails now and not at send time). */
@@ -127,6 +136,7 @@ export class VerdictOutboxRepo implements OutboxPort {
     const verdict = scoreVerdictSchema.parse(v.verdict);
     const created = durably(this.db, () => {
       const info = this.insertStmt.run(
+        this.network,
         v.epochId,
         v.validatorHotkey,
         JSON.stringify(verdict),
@@ -150,18 +160,18 @@ export class VerdictOutboxRepo implements OutboxPort {
   }
 
   get(epochId: number, validatorHotkey: string): OutboxEntry | undefined {
-    const r = this.getStmt.get(epochId, validatorHotkey);
+    const r = this.getStmt.get(this.network, epochId, validatorHotkey);
     return r ? toEntry(r) : undefined;
   }
 
   byId(id: number): OutboxEntry | undefined {
-    const r = this.byIdStmt.get(id);
+    const r = this.byIdStmt.get(id, this.network);
     return r ? toEntry(r) : undefined;
   }
 
   /** Pending entries of this hotkey whose next attempt is due, oldest first. */
   due(validatorHotkey: string, nowMs: number, limit = 16): OutboxEntry[] {
-    return this.dueStmt.all(validatorHotkey, nowMs, limit).map(toEntry);
+    return this.dueStmt.all(this.network, validatorHotkey, nowMs, limit).map(toEntry);
   }
 
   /** Count an attempt before sending it: a crash mid-POST still shows in `attempts`. */
@@ -194,6 +204,7 @@ export class VerdictOutboxRepo implements OutboxPort {
         this.closeBeforeStmt.run(
           `superseded by epoch ${currentEpochId}`,
           nowMs,
+          this.network,
           validatorHotkey,
           currentEpochId,
         ).changes,
@@ -202,11 +213,11 @@ export class VerdictOutboxRepo implements OutboxPort {
 
   counts(): Record<OutboxState, number> {
     const out: Record<OutboxState, number> = { pending: 0, delivered: 0, abandoned: 0 };
-    for (const r of this.countStmt.all()) out[r.state] = r.n;
+    for (const r of this.countStmt.all(this.network)) out[r.state] = r.n;
     return out;
   }
 
   recent(limit = 50): OutboxEntry[] {
-    return this.listStmt.all(limit).map(toEntry);
+    return this.listStmt.all(this.network, limit).map(toEntry);
   }
 }

@@ -1,8 +1,9 @@
 /**
- * Epochs this validator has judged (migration 005 `platform_scored_epochs`): the eval loop skips
- * them across restarts. Times are unix ms passed in by the caller.
+ * Epochs this validator has judged (migration 005 `platform_scored_epochs`, per network since 008):
+ * the eval loop skips them across restarts. Times are unix ms passed in by the caller.
  */
 import { type Db, durably } from "./db.js";
+import type { NetworkId } from "./networks.js";
 
 export interface ScoredEpoch {
   epochId: number;
@@ -41,34 +42,37 @@ const toScored = (r: ScoredRow): ScoredEpoch => ({
   scoredAt: r.scored_at,
 });
 
-/** Epochs this validator has judged: the eval loop skips them, across restarts. */
+/** Epochs this validator has judged on one network: the eval loop skips them, across restarts. */
 export class ScoredEpochRepo {
   private readonly db: Db;
   private readonly getStmt;
   private readonly insertStmt;
   private readonly latestStmt;
 
-  constructor(db: Db) {
+  constructor(
+    db: Db,
+    private readonly network: NetworkId,
+  ) {
     this.db = db;
-    this.getStmt = db.prepare<[number, string], ScoredRow>(
-      "SELECT * FROM platform_scored_epochs WHERE epoch_id = ? AND validator_hotkey = ?",
+    this.getStmt = db.prepare<[string, number, string], ScoredRow>(
+      "SELECT * FROM platform_scored_epochs WHERE network = ? AND epoch_id = ? AND validator_hotkey = ?",
     );
     this.insertStmt = db.prepare(
       `INSERT OR IGNORE INTO platform_scored_epochs
-         (epoch_id, validator_hotkey, challenger_hotkey, pack_hash, spec_number, score, qualified, rejected, scored_at)
-       VALUES (@epochId, @validatorHotkey, @challengerHotkey, @packHash, @specNumber, @score, @qualified, @rejected, @scoredAt)`,
+         (network, epoch_id, validator_hotkey, challenger_hotkey, pack_hash, spec_number, score, qualified, rejected, scored_at)
+       VALUES (@network, @epochId, @validatorHotkey, @challengerHotkey, @packHash, @specNumber, @score, @qualified, @rejected, @scoredAt)`,
     );
-    this.latestStmt = db.prepare<[string], ScoredRow>(
-      "SELECT * FROM platform_scored_epochs WHERE validator_hotkey = ? ORDER BY epoch_id DESC LIMIT 1",
+    this.latestStmt = db.prepare<[string, string], ScoredRow>(
+      "SELECT * FROM platform_scored_epochs WHERE network = ? AND validator_hotkey = ? ORDER BY epoch_id DESC LIMIT 1",
     );
   }
 
   has(epochId: number, validatorHotkey: string): boolean {
-    return this.getStmt.get(epochId, validatorHotkey) !== undefined;
+    return this.getStmt.get(this.network, epochId, validatorHotkey) !== undefined;
   }
 
   get(epochId: number, validatorHotkey: string): ScoredEpoch | undefined {
-    const r = this.getStmt.get(epochId, validatorHotkey);
+    const r = this.getStmt.get(this.network, epochId, validatorHotkey);
     return r ? toScored(r) : undefined;
   }
 
@@ -82,6 +86,7 @@ export class ScoredEpochRepo {
   ): boolean {
     const info = durably(this.db, () =>
       this.insertStmt.run({
+        network: this.network,
         epochId: e.epochId,
         validatorHotkey: e.validatorHotkey,
         challengerHotkey: e.challengerHotkey ?? null,
@@ -97,7 +102,7 @@ export class ScoredEpochRepo {
   }
 
   latest(validatorHotkey: string): ScoredEpoch | undefined {
-    const r = this.latestStmt.get(validatorHotkey);
+    const r = this.latestStmt.get(this.network, validatorHotkey);
     return r ? toScored(r) : undefined;
   }
 }

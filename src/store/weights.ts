@@ -1,4 +1,5 @@
 import type { Db } from "./db.js";
+import type { NetworkId } from "./networks.js";
 
 export type WeightAttemptOutcome =
   | "pending"
@@ -103,7 +104,7 @@ const fromRow = (r: Row): WeightAttempt => ({
   finishedAt: r.finished_at,
 });
 
-/** The audit trail of weight setting (migration 004). */
+/** The audit trail of weight setting on one network (migration 004; per network since 008). */
 export class WeightsRepo {
   private readonly insertStmt;
   private readonly finishStmt;
@@ -111,10 +112,13 @@ export class WeightsRepo {
   private readonly recentStmt;
   private readonly lastIncludedStmt;
 
-  constructor(db: Db) {
+  constructor(
+    db: Db,
+    private readonly network: NetworkId,
+  ) {
     this.insertStmt = db.prepare(
-      `INSERT INTO weight_attempts (netuid, block, mode, reason, uids, weights, version_key)
-       VALUES (@netuid, @block, @mode, @reason, @uids, @weights, @version_key)`,
+      `INSERT INTO weight_attempts (network, netuid, block, mode, reason, uids, weights, version_key)
+       VALUES (@network, @netuid, @block, @mode, @reason, @uids, @weights, @version_key)`,
     );
     this.finishStmt = db.prepare(
       `UPDATE weight_attempts SET outcome = @outcome, error_name = @error_name, error_kind = @error_kind,
@@ -123,18 +127,21 @@ export class WeightsRepo {
          finished_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
        WHERE id = @id AND outcome = 'pending'`,
     );
-    this.getStmt = db.prepare<[number], Row>("SELECT * FROM weight_attempts WHERE id = ?");
-    this.recentStmt = db.prepare<[number, number], Row>(
-      "SELECT * FROM weight_attempts WHERE netuid = ? ORDER BY id DESC LIMIT ?",
+    this.getStmt = db.prepare<[number, string], Row>(
+      "SELECT * FROM weight_attempts WHERE id = ? AND network = ?",
     );
-    this.lastIncludedStmt = db.prepare<[number], Row>(
-      "SELECT * FROM weight_attempts WHERE netuid = ? AND outcome = 'included' ORDER BY id DESC LIMIT 1",
+    this.recentStmt = db.prepare<[string, number, number], Row>(
+      "SELECT * FROM weight_attempts WHERE network = ? AND netuid = ? ORDER BY id DESC LIMIT ?",
+    );
+    this.lastIncludedStmt = db.prepare<[string, number], Row>(
+      "SELECT * FROM weight_attempts WHERE network = ? AND netuid = ? AND outcome = 'included' ORDER BY id DESC LIMIT 1",
     );
   }
 
   /** Record an attempt before anything is sent; returns its id. */
   start(a: WeightAttemptStart): number {
     const info = this.insertStmt.run({
+      network: this.network,
       netuid: a.netuid,
       block: a.block ?? null,
       mode: a.mode,
@@ -166,16 +173,16 @@ export class WeightsRepo {
   }
 
   get(id: number): WeightAttempt | undefined {
-    const r = this.getStmt.get(id);
+    const r = this.getStmt.get(id, this.network);
     return r ? fromRow(r) : undefined;
   }
 
   recent(netuid: number, limit = 50): WeightAttempt[] {
-    return this.recentStmt.all(netuid, limit).map(fromRow);
+    return this.recentStmt.all(this.network, netuid, limit).map(fromRow);
   }
 
   lastIncluded(netuid: number): WeightAttempt | undefined {
-    const r = this.lastIncludedStmt.get(netuid);
+    const r = this.lastIncludedStmt.get(this.network, netuid);
     return r ? fromRow(r) : undefined;
   }
 }

@@ -1,6 +1,7 @@
-/** The last good /api/v2/winner/current answer (migration 005 `platform_winner_cache`). */
+/** The last good /api/v2/winner/current answer (migration 005 `platform_winner_cache`; per network since 008). */
 import { type WinnerCurrent, winnerCurrentSchema } from "../platform/index.js";
 import type { Db } from "./db.js";
+import type { NetworkId } from "./networks.js";
 
 /** docs/API.md "WINNER_FALLBACK_TTL (24 h)"; config.platform.winnerCacheTtlMs overrides. */
 export const WINNER_FALLBACK_TTL_MS = 24 * 60 * 60 * 1000;
@@ -13,23 +14,26 @@ export interface CachedWinner {
   fresh: boolean;
 }
 
-/** The last good /api/v2/winner/current answer (one row; each refresh replaces it). */
+/** The last good /api/v2/winner/current answer of one network (one row each; each refresh replaces it). */
 export class WinnerCacheRepo {
   private readonly putStmt;
   private readonly getStmt;
 
-  constructor(db: Db) {
+  constructor(
+    db: Db,
+    private readonly network: NetworkId,
+  ) {
     this.putStmt = db.prepare(
-      `INSERT INTO platform_winner_cache (id, payload, fetched_at) VALUES (1, ?, ?)
-       ON CONFLICT(id) DO UPDATE SET payload = excluded.payload, fetched_at = excluded.fetched_at`,
+      `INSERT INTO platform_winner_cache (network, payload, fetched_at) VALUES (?, ?, ?)
+       ON CONFLICT(network) DO UPDATE SET payload = excluded.payload, fetched_at = excluded.fetched_at`,
     );
-    this.getStmt = db.prepare<[], { payload: string; fetched_at: number }>(
-      "SELECT payload, fetched_at FROM platform_winner_cache WHERE id = 1",
+    this.getStmt = db.prepare<[string], { payload: string; fetched_at: number }>(
+      "SELECT payload, fetched_at FROM platform_winner_cache WHERE network = ?",
     );
   }
 
   put(winner: WinnerCurrent, fetchedAtMs: number): void {
-    this.putStmt.run(JSON.stringify(winner), fetchedAtMs);
+    this.putStmt.run(this.network, JSON.stringify(winner), fetchedAtMs);
   }
 
   /**
@@ -37,7 +41,7 @@ export class WinnerCacheRepo {
    * longer parses (treated as no cache: the weight loop then burns, the safe side).
    */
   read(nowMs: number, ttlMs: number = WINNER_FALLBACK_TTL_MS): CachedWinner | undefined {
-    const row = this.getStmt.get();
+    const row = this.getStmt.get(this.network);
     if (!row) return undefined;
     let json: unknown;
     try {

@@ -1,7 +1,8 @@
 /**
  * Health for /healthz, /readyz, the container HEALTHCHECK and the `status` header.
- * - unhealthy (liveness, /healthz 503): a loop stopped ticking, the database takes no write, or the
- *   Docker engine does not answer — the process itself is in trouble.
+ * - unhealthy (liveness, /healthz 503): the daemon holds its start (a refusal it waits to see fixed), a
+ *   loop stopped ticking, the database takes no write, or the Docker engine does not answer — the
+ *   process itself is in trouble.
  * - degraded (readiness, /readyz 503; /healthz stays 200): the process works but cannot do its job,
  *   because the chain or the platform has been unreachable for longer than DEGRADED_AFTER_S, counted
  *   from the first failed request of any loop (LiveStatus outages; the `chain_unreachable` /
@@ -51,7 +52,7 @@ export function stillStale<T extends StaleLoop>(loops: readonly T[], now: number
 }
 
 export interface HealthReason {
-  check: "loops" | "database" | "docker" | "chain" | "platform";
+  check: "start" | "loops" | "database" | "docker" | "chain" | "platform";
   code: string;
   message: string;
 }
@@ -126,6 +127,9 @@ function upstreamTrouble(
   });
 }
 
+/** The alarm of a daemon that holds its start (src/daemon hold.ts): unhealthy at once, and the first reason. */
+export const START_HELD_ALARM = "start_held";
+
 /** The health decision: every failure and every degradation becomes one reason. */
 export function decideHealth(
   input: {
@@ -140,7 +144,9 @@ export function decideHealth(
   },
   now: number,
 ): HealthReport {
-  const reasons: HealthReason[] = [];
+  const reasons: HealthReason[] = (input.alarms ?? [])
+    .filter((a) => a.code === START_HELD_ALARM)
+    .map((a) => ({ check: "start", code: a.code, message: a.message }));
   for (const l of input.staleLoops) {
     const silent =
       l.lastTickAt === undefined

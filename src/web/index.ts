@@ -8,6 +8,7 @@ export {
   type HealthReport,
   type ProbeResult,
 } from "./health.js";
+export { SETUP_ERROR_FILE, setupError } from "./healthcheck.js";
 export { renderMain, renderPage } from "./html.js";
 export { METRICS_CONTENT_TYPE, ValidatorMetrics } from "./metrics.js";
 export { type StatusServer, type StatusServerOptions, startStatusServer } from "./server.js";

@@ -11,7 +11,7 @@ import type { Config } from "../config.js";
 import { InfraError, toValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { LiveStatus } from "../status/index.js";
-import type { Db } from "../store/index.js";
+import type { Db, NetworkId } from "../store/index.js";
 import {
   CachedProbe,
   databaseProbe,
@@ -32,6 +32,8 @@ import { Tally } from "./tally.js";
 export interface StatusServerOptions {
   live: LiveStatus;
   db: Db;
+  /** Whose rows the page shows: the daemon's network (null while it holds before knowing it). */
+  network: NetworkId | null;
   config: Config;
   log: Logger;
   /**
@@ -130,7 +132,7 @@ async function healthNow(
 export async function startStatusServer(opts: StatusServerOptions): Promise<StatusServer> {
   const { live, db, config } = opts;
   const log = opts.log.child({ component: "web" });
-  const reader = new StatusReader(db);
+  const reader = new StatusReader(db, opts.network);
   const tally = new Tally();
   const detachTally = tally.attach(live);
   const metrics = new ValidatorMetrics();

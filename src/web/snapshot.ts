@@ -17,10 +17,11 @@ import type {
   LoopState,
   WeightsEvent,
 } from "../status/index.js";
-import type { Db, EvaluationRow, WeightAttempt } from "../store/index.js";
+import type { Db, EvaluationRow, NetworkId, WeightAttempt } from "../store/index.js";
 import {
   EvaluationRepo,
   EvidenceIndex,
+  NO_NETWORK,
   VerdictOutboxRepo,
   WeightsRepo,
   WinnerCacheRepo,
@@ -357,7 +358,10 @@ export interface SnapshotSources {
 
 const EMPTY_COUNTERS: TallySnapshot = { meter: {}, episodes: [], weights: { attempts: 0, results: {} } };
 
-/** Repositories over one connection, prepared once and reused by every request. */
+/**
+ * Repositories over one connection, prepared once and reused by every request: the rows of one
+ * network (its genesis hash; null when it is not known yet: then no network's rows are shown).
+ */
 export class StatusReader {
   private readonly evaluations: EvaluationRepo;
   private readonly weights: WeightsRepo;
@@ -365,12 +369,13 @@ export class StatusReader {
   private readonly winnerCache: WinnerCacheRepo;
   private readonly evidence: EvidenceIndex;
 
-  constructor(db: Db) {
+  constructor(db: Db, network: NetworkId | null) {
+    const scope = network ?? NO_NETWORK;
     this.evidence = new EvidenceIndex(db);
-    this.evaluations = new EvaluationRepo(db);
-    this.weights = new WeightsRepo(db);
-    this.outbox = new VerdictOutboxRepo(db);
-    this.winnerCache = new WinnerCacheRepo(db);
+    this.evaluations = new EvaluationRepo(db, scope);
+    this.weights = new WeightsRepo(db, scope);
+    this.outbox = new VerdictOutboxRepo(db, scope);
+    this.winnerCache = new WinnerCacheRepo(db, scope);
   }
 
   recentEvaluations(limit: number): VerdictSummary[] {

@@ -265,13 +265,15 @@ describe("daemon e2e (real pipeline, simulator, Docker)", () => {
     expect(Object.keys(body.challenger.scenario_results)).toEqual(QUICK);
     // What was posted is the evaluation stored in SQLite.
     const db = first.daemon.database!;
-    const row = new EvaluationRepo(db)
+    const row = new EvaluationRepo(db, first.daemon.network!)
       .recent(10)
       .find((r) => r.source === "epoch" && r.epochId === String(epoch.challenge_epoch_id))!;
     expect(row.status).toBe("scored");
     expect((row.verdict as { score: number }).score).toBe(body.challenger.score);
     await until(
-      () => new VerdictOutboxRepo(db).get(epoch.challenge_epoch_id, w.wallet.ss58)?.state === "delivered",
+      () =>
+        new VerdictOutboxRepo(db, first.daemon.network!).get(epoch.challenge_epoch_id, w.wallet.ss58)
+          ?.state === "delivered",
       10_000,
     );
     // The pipeline fed the status page; progress reached the platform.
@@ -297,7 +299,8 @@ describe("daemon e2e (real pipeline, simulator, Docker)", () => {
     const listed = new EvidenceIndex(db).get(row.id)!;
     expect(existsSync(listed.path)).toBe(true);
     expect(
-      new StatusReader(db).recentEvaluations(5).find((v) => v.evaluationId === row.id)?.evidence?.id,
+      new StatusReader(db, first.daemon.network!).recentEvaluations(5).find((v) => v.evaluationId === row.id)
+        ?.evidence?.id,
     ).toBe(listed.id);
     const [uploaded] = await openEvidence(w.fake.logs[0]!.archive, "upload");
     const checked = await verifyOpened("upload", uploaded!.evidence, { expectSigner: w.wallet.ss58 });
@@ -312,7 +315,7 @@ describe("daemon e2e (real pipeline, simulator, Docker)", () => {
     );
 
     // Weights for the seated winner; then the seat empties and the next window burns to the owner.
-    const repo = new WeightsRepo(db);
+    const repo = new WeightsRepo(db, first.daemon.network!);
     await until(() => repo.lastIncluded(11)?.reason === "winner", 30_000, "weights for the winner");
     expect(repo.lastIncluded(11)).toMatchObject({
       uids: [w.subnet.uids.winner],

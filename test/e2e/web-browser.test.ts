@@ -20,6 +20,7 @@ import { LiveStatus } from "../../src/status/index.js";
 import { type Db, openDb } from "../../src/store/index.js";
 import { type StatusServer, startStatusServer } from "../../src/web/index.js";
 import { requireDocker } from "../helpers/docker.js";
+import { NETWORK } from "../helpers/web.js";
 
 const root = new URL("../..", import.meta.url).pathname;
 const CHROMIUM = "/usr/bin/chromium";
@@ -64,7 +65,7 @@ describe("status page in headless Chromium during a running evaluation", () => {
     live = new LiveStatus();
     live.registerLoop("eval", 60_000);
     live.tick("eval");
-    server = await startStatusServer({ live, db, config, log: silentLogger });
+    server = await startStatusServer({ live, network: NETWORK, db, config, log: silentLogger });
     env = await openEnvironment(config, { log: silentLogger, live, db });
     browser = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,

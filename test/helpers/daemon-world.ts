@@ -53,12 +53,20 @@ export async function runCleanups(): Promise<void> {
   while (cleanups.length) await cleanups.pop()!().catch(() => {});
 }
 
-/** `platformNow`: the fake platform's clock for its ±5 min signature check (tests that move the daemon's clock). */
-export async function world(env: Record<string, string> = {}, platformNow?: () => number): Promise<World> {
-  const dir = await mkdtemp(join(tmpdir(), "daemon-it-"));
-  cleanups.push(() => rm(dir, { recursive: true, force: true }));
-  const wallet = await writeWallet(dir);
-  const subnet = await startSubnet(wallet.ss58);
+/**
+ * `platformNow`: the fake platform's clock for its ±5 min signature check (tests that move the daemon's
+ * clock). `on`: another network on the same host — the same data directory and wallet as an earlier
+ * world, a chain of its own (`genesisHash`, default finney's) and a platform of its own.
+ */
+export async function world(
+  env: Record<string, string> = {},
+  platformNow?: () => number,
+  on: { dir?: string; wallet?: TestWallet; genesisHash?: string } = {},
+): Promise<World> {
+  const dir = on.dir ?? (await mkdtemp(join(tmpdir(), "daemon-it-")));
+  if (!on.dir) cleanups.push(() => rm(dir, { recursive: true, force: true }));
+  const wallet = on.wallet ?? (await writeWallet(dir));
+  const subnet = await startSubnet(wallet.ss58, on.genesisHash ? { genesisHash: on.genesisHash } : {});
   cleanups.push(() => subnet.node.stop());
   const fake = await FakePlatform.start({
     validators: [wallet.ss58],
@@ -106,7 +114,7 @@ export async function startDaemon(
   const hotkey = await loadHotkey(w.config.chain);
   const chain = new PolkadotChainClient({
     endpoint: w.config.chain.endpoint,
-    network: "finney",
+    network: w.config.chain.network,
     hotkey,
     log,
     reconnectDelayMs: 150,

@@ -69,7 +69,7 @@ export interface TestSubnet {
 /** Subnet 11 on the finney-spec219 test node: owner uid 0, challenger 1, winner 2, us 3 (with a permit). */
 export async function startSubnet(
   me: string,
-  o: { rateLimit?: number; versionKey?: number } = {},
+  o: { rateLimit?: number; versionKey?: number; genesisHash?: string; port?: number } = {},
 ): Promise<TestSubnet> {
   const owner = randomAccount();
   const ownerCold = randomAccount();
@@ -77,6 +77,8 @@ export async function startSubnet(
   const winner = randomAccount();
   const node = await FakeSubtensorNode.start({
     fixture: "finney-spec219",
+    ...(o.genesisHash ? { genesisHash: o.genesisHash } : {}),
+    ...(o.port ? { port: o.port } : {}),
     startBlock: 20_000,
     subnets: [
       {
@@ -185,9 +187,12 @@ const PROVENANCE = (config: Config): Provenance => ({
 
 export function corePipeline(o: CorePipelineOptions): { pipeline: Pipeline; seen: CorePipelineLog } {
   const seen: CorePipelineLog = { calls: [], episodes: [], probes: 0, opened: 0 };
+  // The daemon's network, as the real environment stamps it on the epochs' evaluations.
+  let network: string | undefined;
   const pipeline: Pipeline = {
     async openEnvironment(config, opts): Promise<EvaluationEnvironment> {
       seen.opened++;
+      network = opts.network;
       return {
         config,
         log: opts.log,
@@ -202,7 +207,7 @@ export function corePipeline(o: CorePipelineOptions): { pipeline: Pipeline; seen
     async evaluatePack(env, req): Promise<PackEvaluation> {
       seen.calls.push({ epochId: req.epochId, specNumber: req.specNumber });
       const spec = o.spec ?? req.specNumber ?? 900;
-      const repo = new EvaluationRepo(env.db);
+      const repo = new EvaluationRepo(env.db, network);
       const checked = req.pack;
       if (!checked.ok) {
         const at = new Date().toISOString();

@@ -7,10 +7,14 @@ import type { LiveStatus } from "../../src/status/index.js";
 import {
   type Db,
   EvaluationRepo,
+  recordLastNetwork,
   VerdictOutboxRepo,
   WeightsRepo,
   WinnerCacheRepo,
 } from "../../src/store/index.js";
+
+/** The network the seeded rows belong to (a genesis hash), as a daemon on it would have written them. */
+export const NETWORK = `0x${"5e".repeat(32)}`;
 
 export const HOTKEY = "5F3sa2TJAWMqDhXG6jhV4N8ko9SxwGy8TpaNS1repo5EYjQX";
 export const CHALLENGER = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY";
@@ -69,7 +73,8 @@ export function verdictOf(
 
 /** Stored state: three finished evaluations (one rejected, one with a hostile label), weights, outbox, winner. */
 export function seedStore(db: Db, now: number, opts: { weightsOutcome?: "included" | "failed" } = {}): void {
-  const evals = new EvaluationRepo(db);
+  recordLastNetwork(db, { network: NETWORK, name: "finney", at: now });
+  const evals = new EvaluationRepo(db, NETWORK);
   const rows: {
     id: string;
     hash: string;
@@ -130,7 +135,7 @@ export function seedStore(db: Db, now: number, opts: { weightsOutcome?: "include
     scenarios: [],
   });
 
-  const weights = new WeightsRepo(db);
+  const weights = new WeightsRepo(db, NETWORK);
   const id = weights.start({
     netuid: 11,
     mode: "direct",
@@ -148,7 +153,7 @@ export function seedStore(db: Db, now: number, opts: { weightsOutcome?: "include
       message: "stake too low",
     });
 
-  const outbox = new VerdictOutboxRepo(db);
+  const outbox = new VerdictOutboxRepo(db, NETWORK);
   outbox.enqueue({
     epochId: 41,
     validatorHotkey: HOTKEY,
@@ -158,7 +163,7 @@ export function seedStore(db: Db, now: number, opts: { weightsOutcome?: "include
     packHash: "b2".repeat(32),
   });
 
-  new WinnerCacheRepo(db).put(
+  new WinnerCacheRepo(db, NETWORK).put(
     {
       winner: {
         hotkey: WINNER,

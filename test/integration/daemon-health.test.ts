@@ -45,6 +45,7 @@ async function running(env: Record<string, string>) {
   const server = await startStatusServer({
     live: r.live,
     db: r.daemon.database!,
+    network: r.daemon.network ?? null,
     config: w.config,
     log: createLogger({ level: "silent" }),
   });

@@ -7,6 +7,7 @@
  */
 import { gunzipSync } from "node:zlib";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { GENESIS_HASHES } from "../../src/chain/index.js";
 import {
   EvaluationRepo,
   openDb,
@@ -26,6 +27,8 @@ import {
   world,
 } from "../helpers/daemon-world.js";
 
+/** The test node serves finney's genesis: the network these daemons' rows belong to. */
+const FINNEY = GENESIS_HASHES.finney!;
 let pinBytes: Buffer;
 beforeAll(async () => {
   pinBytes = await readPinPack();
@@ -73,11 +76,13 @@ describe("daemon against the fake platform and the subtensor test node", () => {
     ]);
 
     const db = r.daemon.database!;
-    const outbox = new VerdictOutboxRepo(db);
+    const outbox = new VerdictOutboxRepo(db, r.daemon.network!);
     await until(() => outbox.get(epoch.challenge_epoch_id, w.wallet.ss58)?.state === "delivered", 5_000);
     const entry = outbox.get(epoch.challenge_epoch_id, w.wallet.ss58)!;
     expect(entry).toMatchObject({ state: "delivered", outcome: "delivered", attempts: 2, lastStatus: 200 });
-    expect(new ScoredEpochRepo(db).get(epoch.challenge_epoch_id, w.wallet.ss58)).toMatchObject({
+    expect(
+      new ScoredEpochRepo(db, r.daemon.network!).get(epoch.challenge_epoch_id, w.wallet.ss58),
+    ).toMatchObject({
       score: 1.5,
       qualified: true,
       packHash: epoch.challenger_pack_hash,
@@ -135,12 +140,12 @@ describe("daemon against the fake platform and the subtensor test node", () => {
     // The node marks the extrinsic before the daemon has read the block back and recorded it.
     await until(
       () =>
-        new WeightsRepo(db).lastIncluded(11)?.txHash === tx.hash &&
+        new WeightsRepo(db, r.daemon.network!).lastIncluded(11)?.txHash === tx.hash &&
         r.live.lastWeights?.outcome === "included",
       5_000,
       "the attempt row",
     );
-    const attempt = new WeightsRepo(db).lastIncluded(11)!;
+    const attempt = new WeightsRepo(db, r.daemon.network!).lastIncluded(11)!;
     expect(attempt).toMatchObject({
       reason: "winner",
       uids: [2],
@@ -196,7 +201,7 @@ describe("daemon against the fake platform and the subtensor test node", () => {
     node.advance(1);
     w.fake.openEpoch({ packBytes: pinBytes, challengerHotkey: w.subnet.challenger, specNumber: 900 });
     const r = await startDaemon(w, { scenarios: ["alpha"] });
-    const repo = new WeightsRepo(r.daemon.database!);
+    const repo = new WeightsRepo(r.daemon.database!, r.daemon.network!);
 
     await until(() => repo.lastIncluded(11)?.reason === "owner_row", 20_000, "the owner's row copied");
     expect(setWeightsOf(w.subnet).at(-1)!.call!.args).toMatchObject({
@@ -248,7 +253,7 @@ describe("daemon against the fake platform and the subtensor test node", () => {
     const r = await startDaemon(w, { scenarios: ["alpha"] }, { winnerPollMs: 60_000 });
     // start() returned with the seat cached: the very first weights go to the winner.
     expect(w.fake.requests("winner.current")).toHaveLength(1);
-    const repo = new WeightsRepo(r.daemon.database!);
+    const repo = new WeightsRepo(r.daemon.database!, r.daemon.network!);
     await until(() => repo.lastIncluded(11) !== undefined, 20_000, "the first weights");
     expect(repo.recent(11, 10).at(-1)).toMatchObject({ reason: "winner", uids: [w.subnet.uids.winner] });
     // The eval loop polls the epoch every 0.2 s; the winner is the winner loop's (every 60 s here).
@@ -282,7 +287,7 @@ describe("daemon against the fake platform and the subtensor test node", () => {
       dests: [w.subnet.uids.owner],
       weights: [65535],
     });
-    const weightsRepo = new WeightsRepo(r.daemon.database!);
+    const weightsRepo = new WeightsRepo(r.daemon.database!, r.daemon.network!);
     await until(() => weightsRepo.lastIncluded(11) !== undefined, 5_000, "the attempt row");
     expect(weightsRepo.lastIncluded(11)).toMatchObject({ reason: "no_seat", uids: [0] });
 
@@ -298,7 +303,7 @@ describe("daemon against the fake platform and the subtensor test node", () => {
       10_000,
       "the rejection",
     );
-    const repo = new WeightsRepo(r.daemon.database!);
+    const repo = new WeightsRepo(r.daemon.database!, r.daemon.network!);
     await until(() => repo.recent(11, 1)[0]?.outcome === "failed", 10_000, "the failed attempt row");
     expect(repo.recent(11, 1)[0]).toMatchObject({
       errorName: "SettingWeightsTooFast",
@@ -347,7 +352,7 @@ describe("daemon against the fake platform and the subtensor test node", () => {
       script: () => ({ quality: 0.75, ms: 700 }),
     };
     const first = await startDaemon(w, opts);
-    const firstRepo = () => new EvaluationRepo(first.daemon.database!);
+    const firstRepo = () => new EvaluationRepo(first.daemon.database!, first.daemon.network!);
     await until(
       () =>
         firstRepo()
@@ -367,7 +372,7 @@ describe("daemon against the fake platform and the subtensor test node", () => {
     const dbPath = w.config.dbPath;
     {
       const db = openDb(dbPath);
-      const evals = new EvaluationRepo(db).running();
+      const evals = new EvaluationRepo(db, FINNEY).running();
       expect(evals).toHaveLength(1);
       expect(evals[0]).toMatchObject({
         source: "epoch",
@@ -380,7 +385,7 @@ describe("daemon against the fake platform and the subtensor test node", () => {
       expect(statuses).toContain("final");
       expect(statuses).toContain("interrupted");
       expect(statuses.every((x) => x === "final" || x === "interrupted")).toBe(true);
-      expect(new ScoredEpochRepo(db).has(epoch.challenge_epoch_id, w.wallet.ss58)).toBe(false);
+      expect(new ScoredEpochRepo(db, FINNEY).has(epoch.challenge_epoch_id, w.wallet.ss58)).toBe(false);
       db.close();
     }
     const interruptedId = first.seen.episodes[0]!.evaluationId;
@@ -437,7 +442,7 @@ describe("daemon against the fake platform and the subtensor test node", () => {
     expect(detail(wrong.challenge_epoch_id)).toBe("pack_verify_failed");
     // Both verdicts end delivered, nothing left pending. (The fake records a POST before the daemon
     // has read its answer and marked the row, so wait for the outbox rather than sample it once.)
-    const outbox = new VerdictOutboxRepo(r.daemon.database!);
+    const outbox = new VerdictOutboxRepo(r.daemon.database!, r.daemon.network!);
     await until(() => outbox.counts().delivered === 2, 10_000, "both rejections delivered");
     expect(outbox.counts()).toMatchObject({ pending: 0, delivered: 2 });
   });
@@ -453,7 +458,9 @@ describe("daemon against the fake platform and the subtensor test node", () => {
     await until(() => r.live.alarms.has("evaluation_discarded"), 20_000, "the discard alarm");
     expect(r.live.alarms.get("evaluation_discarded")).toMatchObject({ severity: "error" });
     expect(scoreRequests(w.fake, bad.challenge_epoch_id)).toHaveLength(0);
-    expect(new ScoredEpochRepo(r.daemon.database!).has(bad.challenge_epoch_id, w.wallet.ss58)).toBe(false);
+    expect(
+      new ScoredEpochRepo(r.daemon.database!, r.daemon.network!).has(bad.challenge_epoch_id, w.wallet.ss58),
+    ).toBe(false);
     await until(() => r.live.epoch?.decision === "retry_backoff", 5_000, "the retry back-off");
     // Every episode failed for our own infrastructure (no model call): upstream's PR #331 discard.
     await until(

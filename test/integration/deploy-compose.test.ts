@@ -5,7 +5,10 @@
  * project (its own COMPOSE_PROJECT_NAME, image tag, wallets, port), then:
  * - a WALLETS_DIR that does not exist fails `up`, and nothing is created on the host;
  * - a wallet without the hotkey holds the daemon back (no restart loop) with the host-side fix named,
- *   in the logs, in `check` and in the container's health, and the daemon starts once it is fixed;
+ *   in the logs, in `check`, first in `status` and in the container's health; the rehearsal's localnet
+ *   holds with the same hint and `up` returns; the daemon starts once it is fixed;
+ * - a start the daemon refuses (EVAL_ENABLED=1 on finney without LLM_API_KEY) is held, not looped:
+ *   the container stays up and `status` prints the reason first;
  * - settings of .env.validator the container fixes are named at start with their docker/.env place;
  * - with the local network's override (docker-compose.localnet.yml) `up` evaluates the epoch, posts the
  *   verdict and sets weights, as the status page shows; while the daemon's evaluation runs, nothing
@@ -15,7 +18,8 @@
  * - the documented exec commands work (status, check, images prune --dry-run, eval), as the daemon's
  *   identity (nothing in /data is left root's);
  * - health degrades (readiness, container health, `status`) when the chain goes away;
- * - a plain `up -d` pulls nothing, makes no anonymous volume, and names everything by the project.
+ * - a plain `up -d` pulls nothing, makes no anonymous volume, and names everything by the project;
+ * - the rehearsal ran on a volume of its own: back on the real network, none of its rows shows.
  *
  * Everything made here is labelled trajrl.test=deploy-compose or belongs to the scratch compose
  * project, and is removed at the end (`down -v`); the image tag is removed without its layers.
@@ -160,7 +164,10 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const id of probes) await sh("docker", ["rm", "-f", id]);
   if (p) {
-    const down = await p.compose(["down", "-v", "--remove-orphans", "--timeout", "20"]);
+    // With the override: its rehearsal volume goes too.
+    const down = await p.compose(["down", "-v", "--remove-orphans", "--timeout", "20"], 180_000, [
+      "docker/docker-compose.localnet.yml",
+    ]);
     expect(down.code, down.err).toBe(0);
     rmSync(p.dir, { recursive: true, force: true });
   }
@@ -240,6 +247,43 @@ describe("compose deployment: wallets", () => {
     ]);
     expect(check.code).toBe(1);
     expect(check.out).toContain("WALLETS_DIR in docker/.env");
+    // `status` says why first (the daemon is held back, so nothing answers).
+    const status = await p.compose(["exec", "-T", "validator", "trajrl-validator", "status"]);
+    expect(status.code).toBe(2);
+    expect(status.out.split("\n")[0]).toMatch(
+      /^HELD BACK {4}the validator waits for a set-up fix: hotkey file not found: .*WALLETS_DIR in docker\/\.env/,
+    );
+
+    // The rehearsal with the same wallet: `up` returns, and its localnet says the validator's own hint.
+    const hint = `no hotkey validator/hotkeys/default in the wallets directory mounted from the host (${p.wallets}; WALLETS_DIR in docker/.env). Wallets there: somebody.`;
+    const rehearsal = ["docker/docker-compose.localnet.yml", "docker/test-health.yml"];
+    const upLocal = await p.compose(["up", "-d"], 240_000, rehearsal);
+    expect(upLocal.code, upLocal.err).toBe(0);
+    const localnetHeld = await until(
+      "the localnet's wallet message",
+      async () => {
+        const l = await logsOf(`${PROJECT}_localnet`);
+        return l.includes("the localnet starts once this is fixed") ? l : undefined;
+      },
+      90_000,
+    );
+    expect(localnetHeld).toContain(hint);
+    expect(localnetHeld).toContain(
+      "-f docker/docker-compose.validator.yml -f docker/docker-compose.localnet.yml up -d",
+    );
+    await until(
+      "the rehearsal's validator held with the same hint",
+      async () => {
+        const l = await logsOf(validatorName());
+        return l.includes(hint) && l.includes("docker-compose.localnet.yml up -d") ? true : undefined;
+      },
+      90_000,
+    );
+    expect((await docker.getContainer(`${PROJECT}_localnet`).inspect()).State.Running).toBe(true);
+    // Back to the real settings (the held localnet removed).
+    expect((await p.compose(["rm", "-f", "-s", "localnet"], 120_000, rehearsal)).code).toBe(0);
+    const back = await p.compose(["up", "-d"], 240_000, ["docker/test-health.yml"]);
+    expect(back.code, back.err).toBe(0);
 
     // Fixed on the host: the daemon starts by itself.
     wallet = await writeWallet(p.dir);
@@ -256,7 +300,41 @@ describe("compose deployment: wallets", () => {
       90_000,
       1000,
     );
-  }, 420_000);
+  }, 900_000);
+
+  it("a start the daemon refuses (EVAL_ENABLED=1 on finney without LLM_API_KEY) is held: the container stays up and `status` says why first", async () => {
+    p.writeEnv({}, { ...OFFLINE_ENV, EVAL_ENABLED: "1" });
+    const up = await p.compose(["up", "-d"], 240_000, ["docker/test-health.yml"]);
+    expect(up.code, up.err).toBe(0);
+    const held = await until(
+      "the held start",
+      async () => {
+        const l = await logsOf(validatorName());
+        return l.includes('"msg":"daemon.start_held"') ? l : undefined;
+      },
+      120_000,
+    );
+    expect(held).toContain('"code":"llm_key_missing_on_subnet"');
+    const status = await until(
+      "`status` from the held daemon",
+      async () => {
+        const r = await p.compose(["exec", "-T", "validator", "trajrl-validator", "status"]);
+        return r.out.includes("! start:") ? r : undefined;
+      },
+      60_000,
+      1000,
+    );
+    expect(status.code).toBe(1);
+    const lines = status.out.split("\n");
+    expect(lines[0]).toMatch(/ · UNHEALTHY \(start\) · ALARM start_held /);
+    expect(lines[2]).toMatch(
+      /^ {2}! start: the daemon holds its start \(llm_key_missing_on_subnet\): EVAL_ENABLED is on for finney but LLM_API_KEY is not set/,
+    );
+    // No restart loop: the same container, running, never restarted.
+    const info = await docker.getContainer(validatorName()).inspect();
+    expect(info.State.Running).toBe(true);
+    expect(info.RestartCount).toBe(0);
+  }, 300_000);
 });
 
 describe("compose deployment on the local network (docker-compose.localnet.yml)", () => {
@@ -547,4 +625,28 @@ describe("compose deployment on the local network (docker-compose.localnet.yml)"
       [],
     );
   }, 60_000);
+
+  it("the rehearsal ran on a volume of its own: back on the real network, its status page shows none of the rehearsal's rows", async () => {
+    const mounts = (await docker.getContainer(validatorName()).inspect()).Mounts;
+    expect(mounts.find((m) => m.Destination === "/data")?.Name).toBe(`${PROJECT}-rehearsal-data`);
+    // Back: the real settings (a finney chain that does not answer here; weight-only).
+    p.writeEnv({}, OFFLINE_ENV);
+    const back = await p.compose(["up", "-d"], 240_000, ["docker/test-health.yml"]);
+    expect(back.code, back.err).toBe(0);
+    const after = (await docker.getContainer(validatorName()).inspect()).Mounts;
+    expect(after.find((m) => m.Destination === "/data")?.Name).toBe(`${PROJECT}-validator-data`);
+    const st = await until(
+      "the real network's status page",
+      async () => {
+        const r = await fetch(`http://127.0.0.1:${p.statusPort}/api/status`).catch(() => undefined);
+        const s = r?.status === 200 ? ((await r.json()) as StatusSnapshot) : undefined;
+        return s && s.node.network === "finney" && s.startedAt !== null ? s : undefined;
+      },
+      120_000,
+      1000,
+    );
+    expect(st.verdicts.filter((v) => v.source === "epoch")).toEqual([]);
+    expect(st.outbox.counts.delivered ?? 0).toBe(0);
+    expect(st.weights.recent).toEqual([]);
+  }, 300_000);
 });

@@ -15,6 +15,8 @@ import {
 import { type Db, openDb, ScoredEpochRepo, VerdictOutboxRepo } from "../../src/store/index.js";
 import { FakePlatform } from "../fakes/platform.js";
 
+/** The network these rows belong to: a genesis hash. */
+const NET = `0x${"ab".repeat(32)}`;
 let signer: Signer;
 let fake: FakePlatform;
 let dir: string;
@@ -31,7 +33,7 @@ const verdict: ScoreVerdict = {
 function open(): { outbox: VerdictOutboxRepo; scored: ScoredEpochRepo } {
   db?.close();
   db = openDb(dbPath);
-  return { outbox: new VerdictOutboxRepo(db), scored: new ScoredEpochRepo(db) };
+  return { outbox: new VerdictOutboxRepo(db, NET), scored: new ScoredEpochRepo(db, NET) };
 }
 
 beforeAll(async () => {

@@ -17,6 +17,8 @@ import {
   WinnerCacheRepo,
 } from "../../src/store/index.js";
 
+/** The network these rows belong to: a genesis hash. */
+const NET = `0x${"ab".repeat(32)}`;
 let dir: string;
 let db: Db;
 const reopen = () => {
@@ -59,7 +61,7 @@ describe("migration 005", () => {
 
 describe("scored epochs", () => {
   it("the first mark wins and survives a reopen", () => {
-    const r = new ScoredEpochRepo(db);
+    const r = new ScoredEpochRepo(db, NET);
     expect(r.has(7, "5V")).toBe(false);
     expect(
       r.mark({
@@ -72,7 +74,7 @@ describe("scored epochs", () => {
       }),
     ).toBe(true);
     expect(r.mark({ epochId: 7, validatorHotkey: "5V", score: 0, scoredAt: 20 })).toBe(false);
-    const again = new ScoredEpochRepo(reopen());
+    const again = new ScoredEpochRepo(reopen(), NET);
     expect(again.get(7, "5V")).toEqual({
       epochId: 7,
       validatorHotkey: "5V",
@@ -92,7 +94,7 @@ describe("scored epochs", () => {
 
 describe("outbox repo", () => {
   it("enqueue validates the verdict, marks the epoch scored in the same transaction", () => {
-    const o = new VerdictOutboxRepo(db);
+    const o = new VerdictOutboxRepo(db, NET);
     expect(() =>
       o.enqueue({
         epochId: 1,
@@ -101,7 +103,7 @@ describe("outbox repo", () => {
         nowMs: 1,
       }),
     ).toThrow();
-    expect(new ScoredEpochRepo(db).has(1, "5V")).toBe(false);
+    expect(new ScoredEpochRepo(db, NET).has(1, "5V")).toBe(false);
     const { entry } = o.enqueue({
       epochId: 1,
       validatorHotkey: "5V",
@@ -112,7 +114,7 @@ describe("outbox repo", () => {
       nowMs: 5,
     });
     expect(entry).toMatchObject({ state: "pending", attempts: 0, nextAttemptAt: 5, createdAt: 5 });
-    expect(new ScoredEpochRepo(db).get(1, "5V")).toMatchObject({
+    expect(new ScoredEpochRepo(db, NET).get(1, "5V")).toMatchObject({
       specNumber: 2,
       score: 0,
       qualified: false,
@@ -121,7 +123,7 @@ describe("outbox repo", () => {
   });
 
   it("a transition applies only to a pending entry (no double counting)", () => {
-    const o = new VerdictOutboxRepo(db);
+    const o = new VerdictOutboxRepo(db, NET);
     const { entry } = o.enqueue({
       epochId: 2,
       validatorHotkey: "5V",
@@ -152,7 +154,7 @@ describe("winner cache", () => {
   });
 
   it("is empty until written; fresh within the TTL, stale after it; survives a reopen", () => {
-    const c = new WinnerCacheRepo(db);
+    const c = new WinnerCacheRepo(db, NET);
     expect(c.read(0)).toBeUndefined();
     c.put(winner, 1_000);
     expect(c.read(1_000 + WINNER_FALLBACK_TTL_MS)).toMatchObject({
@@ -160,14 +162,14 @@ describe("winner cache", () => {
       ageMs: WINNER_FALLBACK_TTL_MS,
       fetchedAt: 1_000,
     });
-    const stale = new WinnerCacheRepo(reopen()).read(1_001 + WINNER_FALLBACK_TTL_MS);
+    const stale = new WinnerCacheRepo(reopen(), NET).read(1_001 + WINNER_FALLBACK_TTL_MS);
     expect(stale?.fresh).toBe(false);
     expect(stale?.winner).toEqual(winner);
-    expect(new WinnerCacheRepo(db).read(5_000, 3_000)?.fresh).toBe(false);
+    expect(new WinnerCacheRepo(db, NET).read(5_000, 3_000)?.fresh).toBe(false);
   });
 
   it("a refresh replaces the row; a payload that no longer parses reads as no cache (the safe side)", () => {
-    const c = new WinnerCacheRepo(db);
+    const c = new WinnerCacheRepo(db, NET);
     c.put(winner, 1);
     c.put({ ...winner, winner: null }, 2);
     expect(c.read(2)?.winner.winner).toBeNull();
@@ -179,7 +181,7 @@ describe("winner cache", () => {
 
 describe("log uploads and marks", () => {
   it("pending uploads are replayed oldest first until marked uploaded", () => {
-    const l = new LogUploadRepo(db);
+    const l = new LogUploadRepo(db, NET);
     const a = l.enqueue({
       kind: "eval",
       evalId: "20260320_143025_e1",
@@ -213,15 +215,15 @@ describe("log uploads and marks", () => {
     expect(l.pending()[0]).toMatchObject({ attempts: 1, lastError: "HTTP 500", meta: { miner_uid: 7 } });
     expect(l.markUploaded(a.id, 40)).toBe(true);
     expect(l.markUploaded(a.id, 41)).toBe(false);
-    expect(new LogUploadRepo(reopen()).pending().map((u) => u.kind)).toEqual(["cycle"]);
+    expect(new LogUploadRepo(reopen(), NET).pending().map((u) => u.kind)).toEqual(["cycle"]);
   });
 
   it("marks keep the latest instant per name", () => {
-    const m = new PlatformMarksRepo(db);
+    const m = new PlatformMarksRepo(db, NET);
     expect(m.get(MARK.heartbeatSent)).toBeUndefined();
     m.set(MARK.heartbeatSent, 100);
     m.set(MARK.heartbeatSent, 200, "ok");
-    expect(new PlatformMarksRepo(reopen()).get(MARK.heartbeatSent)).toEqual({ at: 200, detail: "ok" });
+    expect(new PlatformMarksRepo(reopen(), NET).get(MARK.heartbeatSent)).toEqual({ at: 200, detail: "ok" });
   });
 });
 
@@ -246,7 +248,7 @@ describe("votes are committed with synchronous=FULL, everything else with NORMAL
   it("the outbox, the scored mark and a finished evaluation's verdict", () => {
     expect(db.pragma("synchronous", { simple: true })).toBe(NORMAL);
     const levels = levelsAtCommit(db);
-    const o = new VerdictOutboxRepo(db);
+    const o = new VerdictOutboxRepo(db, NET);
     const { entry } = o.enqueue({
       epochId: 3,
       validatorHotkey: "5V",
@@ -257,8 +259,8 @@ describe("votes are committed with synchronous=FULL, everything else with NORMAL
     o.apply(entry.id, { state: "pending", nextAttemptAt: 9, reason: "retry" }, 3, 503);
     o.apply(entry.id, { state: "delivered", outcome: "delivered", reason: null }, 4, 200);
     o.closeEpochsBefore("5V", 4, 5);
-    new ScoredEpochRepo(db).mark({ epochId: 9, validatorHotkey: "5V", scoredAt: 6 });
-    const ev = new EvaluationRepo(db);
+    new ScoredEpochRepo(db, NET).mark({ epochId: 9, validatorHotkey: "5V", scoredAt: 6 });
+    const ev = new EvaluationRepo(db, NET);
     ev.create({
       id: "e1",
       resumeKey: "k",

@@ -14,7 +14,7 @@ import { type Db, openDb } from "../../src/store/index.js";
 import { UPSTREAM_RELEASE } from "../../src/subnet.js";
 import { type StatusServer, startStatusServer } from "../../src/web/index.js";
 import { requireDocker } from "../helpers/docker.js";
-import { parsePromText, promValue, seedLive, seedStore } from "../helpers/web.js";
+import { NETWORK, parsePromText, promValue, seedLive, seedStore } from "../helpers/web.js";
 
 const config = loadConfig({ STATUS_PORT: "0", STATUS_HOST: "127.0.0.1" });
 
@@ -241,7 +241,14 @@ describe("status server on loopback", () => {
     db = openDb(":memory:");
     seedStore(db, Date.now());
     live = new LiveStatus();
-    server = await startStatusServer({ live, db, config, log: silentLogger, heartbeatMs: 200 });
+    server = await startStatusServer({
+      live,
+      network: NETWORK,
+      db,
+      config,
+      log: silentLogger,
+      heartbeatMs: 200,
+    });
     seedLive(live); // after start: the server counts what it sees
   });
   afterAll(async () => {
@@ -400,6 +407,7 @@ describe("/healthz decisions on a live server", () => {
     const db = openDb(":memory:");
     const server = await startStatusServer({
       live,
+      network: NETWORK,
       db,
       config,
       log: silentLogger,
@@ -474,6 +482,7 @@ describe("/healthz decisions on a live server", () => {
       const db = openDb(":memory:");
       const server = await startStatusServer({
         live: new LiveStatus(),
+        network: NETWORK,
         db,
         config: loadConfig({ ...noEngine, EVAL_ENABLED: evalEnabled }),
         log: silentLogger,
@@ -521,6 +530,7 @@ describe("lifecycle", () => {
     try {
       const err = await startStatusServer({
         live,
+        network: NETWORK,
         db,
         config: loadConfig({ STATUS_PORT: String(port) }),
         log: silentLogger,
@@ -538,7 +548,7 @@ describe("lifecycle", () => {
   it("close() ends open event streams, unsubscribes from LiveStatus and frees the port", async () => {
     const db = openDb(":memory:");
     const live = new LiveStatus();
-    const server = await startStatusServer({ live, db, config, log: silentLogger });
+    const server = await startStatusServer({ live, network: NETWORK, db, config, log: silentLogger });
     const es = openEvents(`${server.url}/api/events`);
     await es.next((f) => f.event === "hello");
     expect(live.listenerCount("progress")).toBeGreaterThan(0);

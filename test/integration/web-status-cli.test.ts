@@ -13,7 +13,7 @@ import { silentLogger } from "../../src/log.js";
 import { LiveStatus } from "../../src/status/index.js";
 import { type Db, openDb } from "../../src/store/index.js";
 import { type StatusServer, startStatusServer } from "../../src/web/index.js";
-import { seedLive, seedStore } from "../helpers/web.js";
+import { NETWORK, seedLive, seedStore } from "../helpers/web.js";
 
 const root = new URL("../..", import.meta.url).pathname;
 
@@ -62,6 +62,7 @@ describe("trajrl-validator status", () => {
     const live = new LiveStatus();
     server = await startStatusServer({
       live,
+      network: NETWORK,
       db,
       config: loadConfig({ STATUS_PORT: "0" }),
       log: silentLogger,
@@ -141,6 +142,7 @@ describe("a degraded daemon (the chain unreachable past DEGRADED_AFTER_S)", () =
     const live = new LiveStatus(() => t);
     const server = await startStatusServer({
       live,
+      network: NETWORK,
       db,
       config: loadConfig({ STATUS_PORT: "0", DEGRADED_AFTER_S: "60" }),
       log: silentLogger,
@@ -189,6 +191,7 @@ describe("the container HEALTHCHECK script", () => {
     let dockerOk = true;
     const server = await startStatusServer({
       live: new LiveStatus(),
+      network: NETWORK,
       db,
       config: loadConfig({ STATUS_PORT: "0" }),
       log: silentLogger,

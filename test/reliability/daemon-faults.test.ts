@@ -58,8 +58,8 @@ describe("the platform down for an hour", () => {
     w.fake.inject("epoch.score", { kind: "status", status: 503 }, 1_000_000);
     const r = await startDaemon(w, { scenarios: ["alpha"], script: () => ({ quality: 1 }) }, {}, clock);
     const db = r.daemon.database!;
-    const outbox = new VerdictOutboxRepo(db);
-    const weights = new WeightsRepo(db);
+    const outbox = new VerdictOutboxRepo(db, r.daemon.network!);
+    const weights = new WeightsRepo(db, r.daemon.network!);
     const entry = () => outbox.get(epoch.challenge_epoch_id, w.wallet.ss58);
     /** Wait for `cond` while blocks keep coming, so a weight window is always ahead. */
     const withBlocks = (cond: () => boolean, label: string) => {

@@ -3,6 +3,9 @@ import { openDb, WeightsRepo } from "../../src/store/index.js";
 import { m004Weights } from "../../src/store/migrations/004-weights.js";
 import { MIGRATIONS } from "../../src/store/migrations/index.js";
 
+/** The network these rows belong to: a genesis hash. */
+const NET = `0x${"ab".repeat(32)}`;
+
 describe("weight_attempts (migration 004) and WeightsRepo", () => {
   it("is registered under its reserved number", () => {
     expect(m004Weights.version).toBe(4);
@@ -11,7 +14,7 @@ describe("weight_attempts (migration 004) and WeightsRepo", () => {
 
   it("records an attempt before sending and completes it once with the chain's answer", () => {
     const db = openDb(":memory:");
-    const repo = new WeightsRepo(db);
+    const repo = new WeightsRepo(db, NET);
     const id = repo.start({
       netuid: 11,
       block: 5000,
@@ -60,7 +63,7 @@ describe("weight_attempts (migration 004) and WeightsRepo", () => {
 
   it("lists recent attempts newest first and finds the last inclusion per subnet", () => {
     const db = openDb(":memory:");
-    const repo = new WeightsRepo(db);
+    const repo = new WeightsRepo(db, NET);
     const a = repo.start({ netuid: 11, mode: "set_weights", uids: [1], weights: [65535], versionKey: 1 });
     repo.finish(a, { outcome: "included", txHash: "0x1", includedBlock: 10 });
     const b = repo.start({

@@ -10,6 +10,7 @@ import { renderMain } from "../../src/web/html.js";
 import { ValidatorMetrics } from "../../src/web/metrics.js";
 import { StatusReader } from "../../src/web/snapshot.js";
 import { renderText } from "../../src/web/text.js";
+import { NETWORK } from "../helpers/web.js";
 
 const NOW = Date.parse("2026-06-01T12:00:00Z");
 
@@ -34,7 +35,7 @@ const view = (over: Partial<EngineView>): EngineView => ({
 function snapshot(engines: EngineView[]) {
   const live = new LiveStatus(() => NOW);
   live.setEngines(engines);
-  return new StatusReader(openDb(":memory:")).snapshot({ config: loadConfig({}), live, now: NOW });
+  return new StatusReader(openDb(":memory:"), NETWORK).snapshot({ config: loadConfig({}), live, now: NOW });
 }
 
 const pool = [

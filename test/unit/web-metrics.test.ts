@@ -5,7 +5,7 @@ import { openDb } from "../../src/store/index.js";
 import { ValidatorMetrics } from "../../src/web/metrics.js";
 import { StatusReader } from "../../src/web/snapshot.js";
 import { Tally } from "../../src/web/tally.js";
-import { parsePromText, promValue, seedLive, seedStore } from "../helpers/web.js";
+import { NETWORK, parsePromText, promValue, seedLive, seedStore } from "../helpers/web.js";
 
 const NOW = Date.parse("2026-06-01T12:00:00Z");
 
@@ -115,7 +115,7 @@ function seeded() {
   const tally = new Tally();
   tally.attach(live);
   seedLive(live);
-  return { db, live, tally, reader: new StatusReader(db) };
+  return { db, live, tally, reader: new StatusReader(db, NETWORK) };
 }
 
 describe("/metrics rendering", () => {
@@ -196,7 +196,12 @@ describe("/metrics rendering", () => {
     });
     const db = openDb(":memory:");
     const text = await new ValidatorMetrics({ defaultMetrics: false }).render(
-      new StatusReader(db).snapshot({ config: loadConfig({}), live, counters: tally.snapshot(), now: NOW }),
+      new StatusReader(db, NETWORK).snapshot({
+        config: loadConfig({}),
+        live,
+        counters: tally.snapshot(),
+        now: NOW,
+      }),
     );
     expect(text).toContain('model="m\\"od\\\\el\\nx"');
     expect(promValue(parsePromText(text), "trajrl_meter_calls_total", { model: evil })).toBe(1);

@@ -17,7 +17,7 @@ import {
 } from "../../src/web/snapshot.js";
 import { Tally } from "../../src/web/tally.js";
 import { renderText } from "../../src/web/text.js";
-import { seedLive, seedStore } from "../helpers/web.js";
+import { NETWORK, seedLive, seedStore } from "../helpers/web.js";
 
 const NOW = Date.parse("2026-06-01T12:00:00Z");
 
@@ -28,7 +28,7 @@ function snapshotOf(opts: { weightsOutcome?: "included" | "failed"; live?: boole
   const tally = new Tally();
   tally.attach(live);
   seedLive(live);
-  return new StatusReader(db).snapshot({
+  return new StatusReader(db, NETWORK).snapshot({
     config: loadConfig({}),
     live: opts.live === false ? null : live,
     counters: tally.snapshot(),
@@ -170,7 +170,11 @@ describe("the status page", () => {
 
   it("says so when there is nothing yet", () => {
     const db = openDb(":memory:");
-    const s = new StatusReader(db).snapshot({ config: loadConfig({}), live: new LiveStatus(), now: NOW });
+    const s = new StatusReader(db, NETWORK).snapshot({
+      config: loadConfig({}),
+      live: new LiveStatus(),
+      now: NOW,
+    });
     const html = renderMain(s);
     expect(html).toContain("No alarms");
     expect(html).toContain("No challenge epoch seen yet");
@@ -206,7 +210,7 @@ describe("snapshot shaping", () => {
       signer: "5F",
       createdAt: "t",
     });
-    const s = new StatusReader(db).snapshot({ config: loadConfig({}), live: null, now: NOW });
+    const s = new StatusReader(db, NETWORK).snapshot({ config: loadConfig({}), live: null, now: NOW });
     expect(s.verdicts.map((v) => v.evidence?.id ?? null)).toEqual([null, "e".repeat(64), null]);
     const html = renderMain(s);
     expect(html).toContain('<span title="trajrl-validator verify /data/evidence/x.tar.gz">eeeeeeeeeeee');
@@ -471,7 +475,7 @@ describe("image pulls on the status page", () => {
     seedStore(db, NOW);
     const live = new LiveStatus(() => NOW);
     const snap = () =>
-      new StatusReader(db).snapshot({
+      new StatusReader(db, NETWORK).snapshot({
         config: loadConfig({}),
         live,
         counters: new Tally().snapshot(),

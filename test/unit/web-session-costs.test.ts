@@ -10,7 +10,7 @@ import { EvaluationRepo, openDb } from "../../src/store/index.js";
 import { renderMain } from "../../src/web/html.js";
 import { StatusReader, type StatusSnapshot } from "../../src/web/snapshot.js";
 import { renderText } from "../../src/web/text.js";
-import { seedStore, verdictOf } from "../helpers/web.js";
+import { NETWORK, seedStore, verdictOf } from "../helpers/web.js";
 
 const NOW = Date.parse("2026-06-01T12:00:00Z");
 
@@ -41,7 +41,7 @@ function snapshot(running?: { spec: number; suite?: string }): StatusSnapshot {
       capUsd: 0.3,
       scenarios: ["binary-flag-hunt"],
     });
-  return new StatusReader(db).snapshot({ config: loadConfig({}), live, now: NOW });
+  return new StatusReader(db, NETWORK).snapshot({ config: loadConfig({}), live, now: NOW });
 }
 
 describe("money per episode and per session", () => {

@@ -4,6 +4,7 @@ import { m003Evaluations } from "./003-evaluations.js";
 import { m004Weights } from "./004-weights.js";
 import { m005Platform } from "./005-platform.js";
 import { m006EpisodeHistory } from "./006-episode-history.js";
+import { m008Networks } from "./008-networks.js";
 
 import type { Migration } from "./migration.js";
 
@@ -12,7 +13,7 @@ export type { Migration } from "./migration.js";
 /**
  * Every migration, in order. Numbers are never reused or edited once released: add a new one.
  * Reserved ranges so parallel work does not collide: 002 meter, 003 evaluation, 004 chain, 005 platform/daemon,
- * 006 evaluation (episode history).
+ * 006 evaluation (episode history), 007 evidence, 008 daemon (networks).
  */
 export const MIGRATIONS: readonly Migration[] = [
   m001Core,
@@ -21,4 +22,5 @@ export const MIGRATIONS: readonly Migration[] = [
   m004Weights,
   m005Platform,
   m006EpisodeHistory,
+  m008Networks,
 ];
