@@ -22,8 +22,11 @@ const dispatcher = new Agent({ connections: 64 });
 let up: TestUpstream | undefined;
 let meter: Meter | undefined;
 
-async function start(extra: Partial<MeterOptions>): Promise<{ base: string; token: string }> {
-  up = await startTestUpstream({ apiKey: "sk-op" });
+async function start(
+  extra: Partial<MeterOptions>,
+  upstream: { lean?: boolean } = {},
+): Promise<{ base: string; token: string }> {
+  up = await startTestUpstream({ apiKey: "sk-op", ...upstream });
   meter = new Meter({
     upstreamUrl: up.url,
     apiKey: "sk-op",
@@ -131,6 +134,36 @@ describe("a client that stops reading (issue 36 items 4 and 10: the policy's doi
     await expect(readAll(r)).rejects.toThrow();
     // Not the provider's failure: a 200 cut by the meter, counted with the cut answers.
     expect(meter!.summary(token)).toMatchObject({ calls: 1, errors: 0, cut: 1, reserved_usd: 0 });
+  });
+
+  it("a paused stream waits for its client once, however many chunks the provider's parser already held", async () => {
+    // A fast provider: the head and hundreds of small events in one read of the meter's socket, held
+    // until the relay attaches, then written at once past the socket's buffer. Each used to start a
+    // wait of its own for the client (drain, close and abort listeners past Node's limit:
+    // MaxListenersExceededWarning in every busy evaluation).
+    const { base, token } = await start({ clientIdleMs: 10_000 }, { lean: true });
+    up!.answer = { pieces: Array.from({ length: 800 }, (_, k) => `${k} ${"x".repeat(40)}`) };
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on("warning", onWarning);
+    try {
+      const r = await open(base, token, {
+        model: "glm-5.3-flash",
+        messages: msgs,
+        stream: true,
+        max_tokens: 50,
+      });
+      expect(r.statusCode).toBe(200);
+      const text = (await readAll(r)).toString();
+      expect(text.endsWith("data: [DONE]\n\n")).toBe(true);
+      expect(text).toContain(`"799 ${"x".repeat(40)}"`);
+      await waitFor(() => receipts().length === 1);
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off("warning", onWarning);
+    }
+    expect(warnings).not.toContain("MaxListenersExceededWarning");
+    expect(receipts()[0]).toMatchObject({ status: 200, truncated: false, error_code: null });
   });
 
   it("unread non-stream answers: an episode holds at most its answer bytes, then its calls fail (429, the policy's)", async () => {
