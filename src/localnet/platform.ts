@@ -243,8 +243,6 @@ export class FakePlatform {
     return this.received.filter((r) => r.route === route);
   }
 
-  // -------------------------------------------------------------------------------------------
-
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const u = new URL(req.url ?? "/", this.url);
     const route = routeOf(req.method ?? "GET", u.pathname);
