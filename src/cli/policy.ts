@@ -1,6 +1,7 @@
 import type { Command } from "commander";
 import { InputError, PolicyError } from "../errors.js";
-import { warn } from "./io.js";
+import { termLines } from "../terminal-text.js";
+import { out, warn } from "./io.js";
 
 interface ServeOptions {
   upstream: string;
@@ -73,8 +74,9 @@ export function registerPolicy(program: Command): void {
         defaultModel: opts.defaultModel ?? cfg.llm.defaultModel,
         python: cfg.policy.python,
         signal: ac.signal,
-        onStdoutLine: (line) => process.stdout.write(`${line}\n`),
-        onStderr: (chunk) => process.stderr.write(chunk),
+        // The policy is a miner's code: what it prints cannot drive the terminal either.
+        onStdoutLine: (line) => out(line),
+        onStderr: (chunk) => process.stderr.write(termLines(chunk)),
       });
       warn(`policy ${dir} serving on ${server.url} (model "auto"); Ctrl-C stops`);
       let stopping = false;

@@ -135,6 +135,45 @@ async function runReference(
   }
 }
 
+/** Why a scenario has no reference solution to run. */
+function noReference(scenario: EpisodeScenario): string {
+  return scenario.dir === ""
+    ? "not in the sources (no reference solution)"
+    : `no solution/solve.sh in ${scenario.dir}`;
+}
+
+/** The row's grades and the problems they show: the reference passes all, the empty scores its null floor. */
+function judgeGrades(
+  row: CheckRow,
+  refGrade: GradeResult | undefined,
+  emptyGrade: GradeResult,
+  hostileGrade: GradeResult | undefined,
+): void {
+  if (refGrade) {
+    row.reference = { quality: refGrade.quality, tests: refGrade.tests, passed: refGrade.passed };
+    if (refGrade.failure)
+      row.problems.push(`reference: ${refGrade.failure.code}: ${refGrade.failure.message}`);
+    else if (refGrade.tests === 0 || refGrade.passed !== refGrade.tests)
+      row.problems.push(`reference scored ${refGrade.passed}/${refGrade.tests}, expected all tests to pass`);
+  }
+  row.empty = { quality: emptyGrade.quality, tests: emptyGrade.tests, passed: emptyGrade.passed };
+  if (emptyGrade.failure)
+    row.problems.push(`empty: ${emptyGrade.failure.code}: ${emptyGrade.failure.message}`);
+  else if (row.nullFloor === undefined) row.problems.push("task.toml has no [metadata].null_floor");
+  else if (round4(emptyGrade.quality) !== round4(row.nullFloor))
+    row.problems.push(
+      `empty deliverable scored ${round4(emptyGrade.quality)}, task.toml null_floor is ${row.nullFloor}`,
+    );
+  if (hostileGrade) {
+    row.hostile = {
+      quality: hostileGrade.quality,
+      tests: hostileGrade.tests,
+      passed: hostileGrade.passed,
+    };
+    row.problems.push(...hostileProblems(hostileGrade, emptyGrade));
+  }
+}
+
 /** How long the check's grading scope (the reference's and the empty deliverable's) may live. */
 const gradingTtlMs = (s: EpisodeScenario) => (s.task.verifier.timeout_sec * 2 + 120) * 1000;
 
@@ -171,14 +210,7 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
     const hasSolve = scenario.dir !== "" && existsSync(join(scenario.dir, "solution", "solve.sh"));
     const ref = hasSolve
       ? await runReference(opts.sandbox, scenario, image, `${id}-a`, opts.signal)
-      : {
-          deliverable: undefined,
-          problem:
-            scenario.dir === ""
-              ? "not in the sources (no reference solution)"
-              : `no solution/solve.sh in ${scenario.dir}`,
-          log: "",
-        };
+      : { deliverable: undefined, problem: noReference(scenario), log: "" };
     row.ms.solve = performance.now() - t1;
     if (ref.problem) row.problems.push(ref.problem);
     if (ref.problem && ref.log) log.warn({ log: ref.log.slice(-2000) }, "check.solve.output");
@@ -233,31 +265,7 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
         grade("empty", Buffer.alloc(0)),
         probe ? grade("hostile", probe) : Promise.resolve(undefined),
       ]);
-      if (refGrade) {
-        row.reference = { quality: refGrade.quality, tests: refGrade.tests, passed: refGrade.passed };
-        if (refGrade.failure)
-          row.problems.push(`reference: ${refGrade.failure.code}: ${refGrade.failure.message}`);
-        else if (refGrade.tests === 0 || refGrade.passed !== refGrade.tests)
-          row.problems.push(
-            `reference scored ${refGrade.passed}/${refGrade.tests}, expected all tests to pass`,
-          );
-      }
-      row.empty = { quality: emptyGrade.quality, tests: emptyGrade.tests, passed: emptyGrade.passed };
-      if (emptyGrade.failure)
-        row.problems.push(`empty: ${emptyGrade.failure.code}: ${emptyGrade.failure.message}`);
-      else if (row.nullFloor === undefined) row.problems.push("task.toml has no [metadata].null_floor");
-      else if (round4(emptyGrade.quality) !== round4(row.nullFloor))
-        row.problems.push(
-          `empty deliverable scored ${round4(emptyGrade.quality)}, task.toml null_floor is ${row.nullFloor}`,
-        );
-      if (hostileGrade) {
-        row.hostile = {
-          quality: hostileGrade.quality,
-          tests: hostileGrade.tests,
-          passed: hostileGrade.passed,
-        };
-        row.problems.push(...hostileProblems(hostileGrade, emptyGrade));
-      }
+      judgeGrades(row, refGrade, emptyGrade, hostileGrade);
     } finally {
       await scope.dispose();
     }

@@ -38,9 +38,15 @@ export function engineTable(engines: readonly EngineView[], now: number): string
   );
 }
 
-/** The WINNER and WEIGHTS lines, with why the weights went where they did. */
-function seatAndWeights(s: StatusSnapshot): string[] {
+/** The chain and platform state: the epoch, the seated winner, the last weights, the outbox. */
+function chainLines(s: StatusSnapshot): string[] {
   const out: string[] = [];
+  const e = s.epoch;
+  out.push(
+    e
+      ? `EPOCH        ${e.epochId} · challenger ${shortKey(e.challengerHotkey)} · pack ${shortHash(e.packHash)} · spec ${e.specNumber ?? "–"} · ${e.decision} · seen ${ago(e.seenAt, s.now)}`
+      : `EPOCH        ${s.source === "database" ? "unknown (needs the daemon)" : "none seen yet"}`,
+  );
   const w = s.winner;
   out.push(
     w
@@ -54,6 +60,116 @@ function seatAndWeights(s: StatusSnapshot): string[] {
       : "WEIGHTS      no attempt yet",
   );
   if (lw?.reason) out.push(`             ${weightsReasonText(lw.reason)}`);
+  const c = s.outbox.counts;
+  out.push(
+    `OUTBOX       pending ${c.pending ?? 0} · delivered ${c.delivered ?? 0} · abandoned ${c.abandoned ?? 0}`,
+  );
+  return out;
+}
+
+/** The evaluation running now, a row per scenario. */
+function runningLines(s: StatusSnapshot): string[] {
+  const out: string[] = [];
+  const ev = s.evaluation;
+  if (ev) {
+    const done = ev.scenarios.filter((x) => x.phase === "done" || x.phase === "failed").length;
+    out.push(
+      `RUNNING      ${ev.label} · ${ev.evaluationId} · ${specLabel(ev.spec, ev.suite)} · ${done}/${ev.scenarios.length} done · spent ${usd(ev.spentUsd)} · ${duration(s.now - ev.startedAt)}`,
+    );
+    out.push(
+      ...table(
+        ["scenario", "phase", "try", "elapsed", "spend vs cap", "", "quality"],
+        ev.scenarios.map((p) => [
+          p.scenario,
+          p.failure ? `${p.phase} (${p.failure.code})` : p.phase,
+          p.attempt ? String(p.attempt) : "–",
+          p.phase === "queued" ? "–" : duration(p.elapsedMs),
+          textSpendBar(p.spentUsd, p.capUsd),
+          `${usd(p.spentUsd)} / ${usd(p.capUsd)}`,
+          p.quality === undefined ? "–" : score(p.quality),
+        ]),
+        new Set([2, 3, 6]),
+      ),
+    );
+  } else out.push(`RUNNING      ${s.source === "database" ? "unknown (needs the daemon)" : "idle"}`);
+  return out;
+}
+
+/** The recent verdicts. */
+function verdictLines(s: StatusSnapshot): string[] {
+  const out: string[] = [];
+  out.push("", "RECENT VERDICTS");
+  if (s.verdicts.length === 0) out.push("  none yet");
+  else
+    out.push(
+      ...table(
+        ["when", "pack", "what", "status", "score", "$/episode", "$/session", "cost by model"],
+        s.verdicts.map((v) => [
+          ago(v.createdAt, s.now),
+          shortHash(v.packHash),
+          `${v.label ?? (v.epochId !== null ? `epoch ${v.epochId}` : v.source)} · ${specLabel(v.spec, v.suite)}`,
+          v.rejected ? `rejected ${v.rejection?.code ?? ""}`.trim() : v.status,
+          v.score === null ? "–" : `${score(v.score)}/${v.scenarios.length}`,
+          usd(v.costPerEpisodeUsd),
+          usd(v.costUsd),
+          Object.entries(v.costByModel)
+            .sort(([, a], [, b]) => b - a)
+            .slice(0, 3)
+            .map(([m, x]) => `${m} ${usd(x)}`)
+            .join(", ") || "–",
+        ]),
+        new Set([4, 5, 6]),
+      ),
+    );
+  return out;
+}
+
+/** The daemon's loops, when it has any. */
+function loopLines(s: StatusSnapshot): string[] {
+  const out: string[] = [];
+  if (s.loops.length) {
+    out.push("", "LOOPS");
+    out.push(
+      ...table(
+        ["loop", "last ok", "ticks", "failures", "state"],
+        s.loops.map((l) => [
+          l.name,
+          ago(l.lastOkAt, s.now),
+          String(l.ticks),
+          String(l.failures),
+          l.stale
+            ? "STALE"
+            : l.lastError && (l.lastOkAt ?? 0) < l.lastError.at
+              ? `failing: ${l.lastError.code}`
+              : "ok",
+        ]),
+        new Set([2, 3]),
+      ),
+    );
+  }
+  return out;
+}
+
+/** The meter's counts per model since start. */
+function meterLines(s: StatusSnapshot): string[] {
+  const out: string[] = [];
+  const models = Object.entries(s.counters.meter);
+  if (models.length) {
+    out.push("", "METER (since start)");
+    out.push(
+      ...table(
+        ["model", "calls", "spend", "clamped", "refused"],
+        models.map(([m, t]) => [
+          m,
+          String(t.calls),
+          usd(t.usd),
+          String(t.clamps),
+          String(t.refusals.cap + t.refusals.allowlist),
+        ]),
+        new Set([1, 2, 3, 4]),
+      ),
+    );
+  }
   return out;
 }
 
@@ -88,110 +204,14 @@ export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): str
   for (const a of s.alarms)
     out.push(`  ${a.severity.padEnd(5)}  ${a.code}  ${a.message}  (since ${ago(a.since, s.now)})`);
 
-  out.push("");
-  const e = s.epoch;
-  out.push(
-    e
-      ? `EPOCH        ${e.epochId} · challenger ${shortKey(e.challengerHotkey)} · pack ${shortHash(e.packHash)} · spec ${e.specNumber ?? "–"} · ${e.decision} · seen ${ago(e.seenAt, s.now)}`
-      : `EPOCH        ${s.source === "database" ? "unknown (needs the daemon)" : "none seen yet"}`,
-  );
-  out.push(...seatAndWeights(s));
-  const c = s.outbox.counts;
-  out.push(
-    `OUTBOX       pending ${c.pending ?? 0} · delivered ${c.delivered ?? 0} · abandoned ${c.abandoned ?? 0}`,
-  );
-
-  out.push("");
-  const ev = s.evaluation;
-  if (ev) {
-    const done = ev.scenarios.filter((x) => x.phase === "done" || x.phase === "failed").length;
-    out.push(
-      `RUNNING      ${ev.label} · ${ev.evaluationId} · ${specLabel(ev.spec, ev.suite)} · ${done}/${ev.scenarios.length} done · spent ${usd(ev.spentUsd)} · ${duration(s.now - ev.startedAt)}`,
-    );
-    out.push(
-      ...table(
-        ["scenario", "phase", "try", "elapsed", "spend vs cap", "", "quality"],
-        ev.scenarios.map((p) => [
-          p.scenario,
-          p.failure ? `${p.phase} (${p.failure.code})` : p.phase,
-          p.attempt ? String(p.attempt) : "–",
-          p.phase === "queued" ? "–" : duration(p.elapsedMs),
-          textSpendBar(p.spentUsd, p.capUsd),
-          `${usd(p.spentUsd)} / ${usd(p.capUsd)}`,
-          p.quality === undefined ? "–" : score(p.quality),
-        ]),
-        new Set([2, 3, 6]),
-      ),
-    );
-  } else out.push(`RUNNING      ${s.source === "database" ? "unknown (needs the daemon)" : "idle"}`);
-
+  out.push("", ...chainLines(s), "", ...runningLines(s));
   const engines = s.engines ?? [];
   if (engines.length > 1 || engines.some((x) => x.state !== "ready" || x.draining || x.slots !== null)) {
     out.push("", "ENGINES");
     out.push(...engineTable(engines, s.now));
   }
 
-  out.push("", "RECENT VERDICTS");
-  if (s.verdicts.length === 0) out.push("  none yet");
-  else
-    out.push(
-      ...table(
-        ["when", "pack", "what", "status", "score", "$/episode", "$/session", "cost by model"],
-        s.verdicts.map((v) => [
-          ago(v.createdAt, s.now),
-          shortHash(v.packHash),
-          `${v.label ?? (v.epochId !== null ? `epoch ${v.epochId}` : v.source)} · ${specLabel(v.spec, v.suite)}`,
-          v.rejected ? `rejected ${v.rejection?.code ?? ""}`.trim() : v.status,
-          v.score === null ? "–" : `${score(v.score)}/${v.scenarios.length}`,
-          usd(v.costPerEpisodeUsd),
-          usd(v.costUsd),
-          Object.entries(v.costByModel)
-            .sort(([, a], [, b]) => b - a)
-            .slice(0, 3)
-            .map(([m, x]) => `${m} ${usd(x)}`)
-            .join(", ") || "–",
-        ]),
-        new Set([4, 5, 6]),
-      ),
-    );
-
-  if (s.loops.length) {
-    out.push("", "LOOPS");
-    out.push(
-      ...table(
-        ["loop", "last ok", "ticks", "failures", "state"],
-        s.loops.map((l) => [
-          l.name,
-          ago(l.lastOkAt, s.now),
-          String(l.ticks),
-          String(l.failures),
-          l.stale
-            ? "STALE"
-            : l.lastError && (l.lastOkAt ?? 0) < l.lastError.at
-              ? `failing: ${l.lastError.code}`
-              : "ok",
-        ]),
-        new Set([2, 3]),
-      ),
-    );
-  }
-  const models = Object.entries(s.counters.meter);
-  if (models.length) {
-    out.push("", "METER (since start)");
-    out.push(
-      ...table(
-        ["model", "calls", "spend", "clamped", "refused"],
-        models.map(([m, t]) => [
-          m,
-          String(t.calls),
-          usd(t.usd),
-          String(t.clamps),
-          String(t.refusals.cap + t.refusals.allowlist),
-        ]),
-        new Set([1, 2, 3, 4]),
-      ),
-    );
-  }
+  out.push(...verdictLines(s), ...loopLines(s), ...meterLines(s));
   // Text from outside (labels, alarm messages, scenario names) must not drive the terminal: each
   // line is escaped whole (src/terminal-text.ts), a line break inside one included.
   return `${out.map(termText).join("\n")}\n`;

@@ -378,4 +378,15 @@ describe("loadCatalogue", () => {
     expect(lines[2]).toMatch(/^zeta\s+.*\s+both$/);
     expect(lines.at(-1)).toBe("2 scenarios; suites: both (2) default, one (1)");
   });
+
+  it("escapes what a scenario's task.toml says in the list table (issue 36 item 9)", async () => {
+    // A TOML \u escape: the category holds ESC ] 0 ; … BEL (the window title), a screen clear and a line break.
+    const task = TASK.replace('category = "demo"', 'category = "d\\u001b]0;pwned\\u0007\\u001b[2J\\nfake"');
+    await scenario("alpha", { task });
+    await writeFile(join(root, "suites.json"), '{"default": "one", "suites": {"one": ["alpha"]}}');
+    const table = formatScenarioTable(await loadCatalogue(root));
+    expect(table).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+    expect(table).toContain("d\\u001b]0;pwned\\u0007\\u001b[2J\\nfake");
+    expect(table.split("\n")).toHaveLength(4); // the header, one row, a blank line, the summary
+  });
 });
