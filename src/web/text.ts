@@ -54,7 +54,8 @@ function seatAndWeights(s: StatusSnapshot): string[] {
   return out;
 }
 
-export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): string {
+/** The first line (version, network, health, the worst alarm), the note, the health reasons and the alarms. */
+function headerLines(s: StatusSnapshot, opts: { note?: string }): string[] {
   const out: string[] = [];
   const health = s.health
     ? s.health.state === "healthy"
@@ -84,21 +85,12 @@ export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): str
   out.push("", s.alarms.length ? "ALARMS" : "ALARMS       none");
   for (const a of s.alarms)
     out.push(`  ${a.severity.padEnd(5)}  ${a.code}  ${a.message}  (since ${ago(a.since, s.now)})`);
+  return out;
+}
 
-  out.push("");
-  const e = s.epoch;
-  out.push(
-    e
-      ? `EPOCH        ${e.epochId} · challenger ${shortKey(e.challengerHotkey)} · pack ${shortHash(e.packHash)} · spec ${e.specNumber ?? "–"} · ${e.decision} · seen ${ago(e.seenAt, s.now)}`
-      : `EPOCH        ${s.source === "database" ? "unknown (needs the daemon)" : "none seen yet"}`,
-  );
-  out.push(...seatAndWeights(s));
-  const c = s.outbox.counts;
-  out.push(
-    `OUTBOX       pending ${c.pending ?? 0} · delivered ${c.delivered ?? 0} · abandoned ${c.abandoned ?? 0}`,
-  );
-
-  out.push("");
+/** The evaluation running now, one row per scenario. */
+function runningLines(s: StatusSnapshot): string[] {
+  const out: string[] = [];
   const ev = s.evaluation;
   if (ev) {
     const done = ev.scenarios.filter((x) => x.phase === "done" || x.phase === "failed").length;
@@ -121,13 +113,12 @@ export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): str
       ),
     );
   } else out.push(`RUNNING      ${s.source === "database" ? "unknown (needs the daemon)" : "idle"}`);
+  return out;
+}
 
-  const engines = s.engines ?? [];
-  if (engines.length > 1 || engines.some((x) => x.state !== "ready" || x.draining || x.slots !== null)) {
-    out.push("", "ENGINES");
-    out.push(...engineTable(engines, s.now));
-  }
-
+/** The recent verdicts, each with what it was scored on. */
+function verdictLines(s: StatusSnapshot): string[] {
+  const out: string[] = [];
   out.push("", "RECENT VERDICTS");
   if (s.verdicts.length === 0) out.push("  none yet");
   else
@@ -151,7 +142,12 @@ export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): str
         new Set([4, 5, 6]),
       ),
     );
+  return out;
+}
 
+/** The daemon's loops and the meter's counters since start. */
+function loopAndMeterLines(s: StatusSnapshot): string[] {
+  const out: string[] = [];
   if (s.loops.length) {
     out.push("", "LOOPS");
     out.push(
@@ -189,6 +185,38 @@ export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): str
       ),
     );
   }
+  return out;
+}
+
+export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): string {
+  const out: string[] = [];
+  out.push(...headerLines(s, opts));
+
+  out.push("");
+  const e = s.epoch;
+  out.push(
+    e
+      ? `EPOCH        ${e.epochId} · challenger ${shortKey(e.challengerHotkey)} · pack ${shortHash(e.packHash)} · spec ${e.specNumber ?? "–"} · ${e.decision} · seen ${ago(e.seenAt, s.now)}`
+      : `EPOCH        ${s.source === "database" ? "unknown (needs the daemon)" : "none seen yet"}`,
+  );
+  out.push(...seatAndWeights(s));
+  const c = s.outbox.counts;
+  out.push(
+    `OUTBOX       pending ${c.pending ?? 0} · delivered ${c.delivered ?? 0} · abandoned ${c.abandoned ?? 0}`,
+  );
+
+  out.push("");
+  out.push(...runningLines(s));
+
+  const engines = s.engines ?? [];
+  if (engines.length > 1 || engines.some((x) => x.state !== "ready" || x.draining || x.slots !== null)) {
+    out.push("", "ENGINES");
+    out.push(...engineTable(engines, s.now));
+  }
+
+  out.push(...verdictLines(s));
+
+  out.push(...loopAndMeterLines(s));
   // Text from outside (labels, alarm messages, scenario names) must not drive the terminal.
   return `${out.map((l) => l.replace(/[\u0000-\u001f\u007f-\u009f]/g, "?")).join("\n")}\n`;
 }
