@@ -4,7 +4,7 @@
  * set_weights. Every attempt is recorded before it is sent and completed with what the chain said
  * (WeightsRepo), and reported to LiveStatus. The tick returns when to look again.
  */
-import type { ChainClient, SetWeightsResult, StoredWeights } from "../chain/index.js";
+import type { ChainClient, SetWeightsResult, StoredWeights, SubnetSnapshot } from "../chain/index.js";
 import { needsOwnerRow } from "../consensus/index.js";
 import { InputError, toValidatorError, ValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
@@ -93,6 +93,22 @@ export class WeightSetter {
     await this.ensureConnected(signal);
     const snap = await d.chain.snapshot(d.netuid, { signal });
     d.live.upstreamReached("chain");
+    const plan = await this.plan(snap, signal);
+    if (plan.kind === "wait") {
+      this.log.debug(
+        { block: snap.block, blocksUntilAllowed: plan.blocksUntilAllowed },
+        "weights.rate_limited",
+      );
+      d.live.clear(ALARM.weightsBlocked);
+      return this.delay({ kind: "wait", blocksUntilAllowed: plan.blocksUntilAllowed });
+    }
+    if (plan.kind === "blocked") return this.skipBlocked(plan, snap.block);
+    return this.submit(plan, snap, signal);
+  }
+
+  /** This snapshot's plan (the winner cache; the owner's row when it decides), and the stale cache's alarm. */
+  private async plan(snap: SubnetSnapshot, signal: AbortSignal): Promise<WeightsPlan> {
+    const d = this.d;
     const cached = d.winnerCache.read(d.now(), d.winnerCacheTtlMs);
     const seat = cached?.winner.winner ?? null;
     const ownerRow =
@@ -115,17 +131,16 @@ export class WeightSetter {
         "warn",
       );
     else if (plan.reason !== null) d.live.clear(ALARM.winnerCacheStale);
+    return plan;
+  }
 
-    if (plan.kind === "wait") {
-      this.log.debug(
-        { block: snap.block, blocksUntilAllowed: plan.blocksUntilAllowed },
-        "weights.rate_limited",
-      );
-      d.live.clear(ALARM.weightsBlocked);
-      return this.delay({ kind: "wait", blocksUntilAllowed: plan.blocksUntilAllowed });
-    }
-    if (plan.kind === "blocked") return this.skipBlocked(plan, snap.block);
-
+  /** One attempt: on record before it is sent, completed with what the chain said. */
+  private async submit(
+    plan: Extract<WeightsPlan, { kind: "set" }>,
+    snap: SubnetSnapshot,
+    signal: AbortSignal,
+  ): Promise<number> {
+    const d = this.d;
     const mode = snap.commitRevealEnabled ? "commit_timelocked_weights" : "set_weights";
     const id = d.weights.start({
       netuid: d.netuid,
@@ -166,6 +181,18 @@ export class WeightSetter {
       this.log.warn({ ...fields, code: e.code, err: e.message }, "weights.failed");
       return this.failed(permanent ? "permanent" : "transient", `${e.code}: ${e.message}`);
     }
+    return this.settled(plan, snap.block, id, fields, res);
+  }
+
+  /** What the chain said about an attempt: on record, on the status page, and when to look again. */
+  private settled(
+    plan: Extract<WeightsPlan, { kind: "set" }>,
+    block: number,
+    id: number,
+    fields: Record<string, unknown>,
+    res: SetWeightsResult,
+  ): number {
+    const d = this.d;
     d.weights.finish(id, {
       outcome: res.outcome,
       errorName: res.errorName,
@@ -179,11 +206,11 @@ export class WeightSetter {
       revealRound: res.revealRound,
       mode: res.mode,
     });
-    this.report(plan, snap.block, {
+    this.report(plan, block, {
       outcome: res.outcome,
       errorName: res.errorName ?? null,
       txHash: res.txHash ?? null,
-      block: res.blockNumber ?? snap.block,
+      block: res.blockNumber ?? block,
     });
     if (res.outcome === "included") {
       d.marks.set(MARK.lastSetWeightsAt, d.now(), res.txHash);

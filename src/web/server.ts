@@ -4,7 +4,7 @@
  * hotkeys and spend, and has no authentication). Read-only apart from the /healthz write probe.
  */
 import { readFile } from "node:fs/promises";
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { z } from "zod";
 import type { Config } from "../config.js";
@@ -129,6 +129,135 @@ async function healthNow(
   );
 }
 
+/** What the server answers with: the health decision, the snapshot, and the parts that read the database. */
+interface Routes {
+  health: () => Promise<HealthReport>;
+  snapshot: () => Promise<StatusSnapshot>;
+  reader: StatusReader;
+  metrics: ValidatorMetrics;
+  hub: EventHub;
+  statics: Map<string, { body: Buffer; type: string }>;
+}
+
+/** One request, by its path (GET and HEAD only). */
+async function route(r: Routes, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const { health, snapshot, reader, metrics, hub, statics } = r;
+  const url = new URL(req.url ?? "/", "http://status.local");
+  const path = url.pathname;
+  if (req.method !== "GET" && req.method !== "HEAD") {
+    send(res, 405, "text/plain; charset=utf-8", "method not allowed\n", { allow: "GET, HEAD" });
+    return;
+  }
+  if (path === "/" || path === "/index.html") {
+    send(res, 200, "text/html; charset=utf-8", renderPage(await snapshot()), {
+      "content-security-policy": CSP,
+    });
+    return;
+  }
+  if (path === "/fragment") {
+    const s = await snapshot();
+    sendJson(res, 200, { now: s.now, header: renderHeader(s), main: renderMain(s) });
+    return;
+  }
+  if (path === "/favicon.ico") {
+    res.writeHead(204, { "cache-control": "max-age=86400" }).end();
+    return;
+  }
+  const file = statics.get(path);
+  if (file) {
+    send(res, 200, file.type, file.body, { "cache-control": "no-cache" });
+    return;
+  }
+  if (path === "/healthz") {
+    const report = await health();
+    sendJson(res, report.status, report);
+    return;
+  }
+  if (path === "/readyz") {
+    const report = readinessReport(await health());
+    sendJson(res, report.status, report);
+    return;
+  }
+  if (path === "/metrics") {
+    send(res, 200, METRICS_CONTENT_TYPE, await metrics.render(await snapshot()));
+    return;
+  }
+  if (path === "/api/status") {
+    sendJson(res, 200, await snapshot());
+    return;
+  }
+  if (path === "/api/evaluations") {
+    const limit = limitQuery.parse(url.searchParams.get("limit") ?? undefined);
+    sendJson(res, 200, { evaluations: reader.recentEvaluations(limit) });
+    return;
+  }
+  if (path.startsWith("/api/evaluations/")) {
+    const id = evaluationId.safeParse(decodeURIComponent(path.slice("/api/evaluations/".length)));
+    if (!id.success) return sendError(res, 400, "bad_evaluation_id", "not an evaluation id");
+    const found = reader.evaluation(id.data);
+    if (!found) return sendError(res, 404, "evaluation_not_found", `no evaluation ${id.data}`);
+    sendJson(res, 200, found);
+    return;
+  }
+  if (path === "/api/events") {
+    if (!hub.accept(req, res)) sendError(res, 503, "too_many_clients", "too many event streams open");
+    return;
+  }
+  sendError(res, 404, "not_found", `no route ${path}`);
+}
+
+/** The HTTP server: each request routed, a failure answered 500 and logged, every request logged at debug. */
+function httpServer(routes: Routes, log: Logger): Server {
+  let reqSeq = 0;
+  const server = createServer((req, res) => {
+    const id = ++reqSeq;
+    const t0 = performance.now();
+    route(routes, req, res)
+      .catch((err) => {
+        const e = toValidatorError(err);
+        log.error({ req: id, path: req.url, err: e.toJSON() }, "web.request_failed");
+        if (!res.headersSent) sendError(res, 500, e.code, e.message);
+        else res.destroy();
+      })
+      .finally(() => {
+        log.debug(
+          {
+            req: id,
+            method: req.method,
+            path: req.url,
+            status: res.statusCode,
+            ms: Math.round(performance.now() - t0),
+          },
+          "web.request",
+        );
+      });
+  });
+  server.keepAliveTimeout = 5000;
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 30_000;
+  return server;
+}
+
+/** Listens on host:port; a port someone holds is status_port_in_use, never a stack trace. */
+function listen(server: Server, host: string, port: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const onError = (err: NodeJS.ErrnoException) => {
+      reject(
+        new InfraError(
+          err.code === "EADDRINUSE" ? "status_port_in_use" : "status_listen_failed",
+          `status server cannot listen on ${host}:${port}: ${err.message}`,
+          { cause: err, retryable: false },
+        ),
+      );
+    };
+    server.once("error", onError);
+    server.listen(port, host, () => {
+      server.off("error", onError);
+      resolve();
+    });
+  });
+}
+
 export async function startStatusServer(opts: StatusServerOptions): Promise<StatusServer> {
   const { live, db, config } = opts;
   const log = opts.log.child({ component: "web" });
@@ -162,115 +291,9 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
       progressSeenAt: (s) => seen.get(s),
     });
 
-  let reqSeq = 0;
-  const route = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const url = new URL(req.url ?? "/", "http://status.local");
-    const path = url.pathname;
-    if (req.method !== "GET" && req.method !== "HEAD") {
-      send(res, 405, "text/plain; charset=utf-8", "method not allowed\n", { allow: "GET, HEAD" });
-      return;
-    }
-    if (path === "/" || path === "/index.html") {
-      send(res, 200, "text/html; charset=utf-8", renderPage(await snapshot()), {
-        "content-security-policy": CSP,
-      });
-      return;
-    }
-    if (path === "/fragment") {
-      const s = await snapshot();
-      sendJson(res, 200, { now: s.now, header: renderHeader(s), main: renderMain(s) });
-      return;
-    }
-    if (path === "/favicon.ico") {
-      res.writeHead(204, { "cache-control": "max-age=86400" }).end();
-      return;
-    }
-    const file = statics.get(path);
-    if (file) {
-      send(res, 200, file.type, file.body, { "cache-control": "no-cache" });
-      return;
-    }
-    if (path === "/healthz") {
-      const report = await health();
-      sendJson(res, report.status, report);
-      return;
-    }
-    if (path === "/readyz") {
-      const report = readinessReport(await health());
-      sendJson(res, report.status, report);
-      return;
-    }
-    if (path === "/metrics") {
-      send(res, 200, METRICS_CONTENT_TYPE, await metrics.render(await snapshot()));
-      return;
-    }
-    if (path === "/api/status") {
-      sendJson(res, 200, await snapshot());
-      return;
-    }
-    if (path === "/api/evaluations") {
-      const limit = limitQuery.parse(url.searchParams.get("limit") ?? undefined);
-      sendJson(res, 200, { evaluations: reader.recentEvaluations(limit) });
-      return;
-    }
-    if (path.startsWith("/api/evaluations/")) {
-      const id = evaluationId.safeParse(decodeURIComponent(path.slice("/api/evaluations/".length)));
-      if (!id.success) return sendError(res, 400, "bad_evaluation_id", "not an evaluation id");
-      const found = reader.evaluation(id.data);
-      if (!found) return sendError(res, 404, "evaluation_not_found", `no evaluation ${id.data}`);
-      sendJson(res, 200, found);
-      return;
-    }
-    if (path === "/api/events") {
-      if (!hub.accept(req, res)) sendError(res, 503, "too_many_clients", "too many event streams open");
-      return;
-    }
-    sendError(res, 404, "not_found", `no route ${path}`);
-  };
-
-  const server = createServer((req, res) => {
-    const id = ++reqSeq;
-    const t0 = performance.now();
-    route(req, res)
-      .catch((err) => {
-        const e = toValidatorError(err);
-        log.error({ req: id, path: req.url, err: e.toJSON() }, "web.request_failed");
-        if (!res.headersSent) sendError(res, 500, e.code, e.message);
-        else res.destroy();
-      })
-      .finally(() => {
-        log.debug(
-          {
-            req: id,
-            method: req.method,
-            path: req.url,
-            status: res.statusCode,
-            ms: Math.round(performance.now() - t0),
-          },
-          "web.request",
-        );
-      });
-  });
-  server.keepAliveTimeout = 5000;
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 30_000;
-
-  await new Promise<void>((resolve, reject) => {
-    const onError = (err: NodeJS.ErrnoException) => {
-      reject(
-        new InfraError(
-          err.code === "EADDRINUSE" ? "status_port_in_use" : "status_listen_failed",
-          `status server cannot listen on ${config.status.host}:${config.status.port}: ${err.message}`,
-          { cause: err, retryable: false },
-        ),
-      );
-    };
-    server.once("error", onError);
-    server.listen(config.status.port, config.status.host, () => {
-      server.off("error", onError);
-      resolve();
-    });
-  }).catch((err) => {
+  const routes: Routes = { health, snapshot, reader, metrics, hub, statics };
+  const server = httpServer(routes, log);
+  await listen(server, config.status.host, config.status.port).catch((err) => {
     hub.close();
     detachTally();
     live.off("progress", onProgress);

@@ -67,7 +67,41 @@ function chainLines(s: StatusSnapshot): string[] {
   return out;
 }
 
-/** The evaluation running now, a row per scenario. */
+/** The first line (version, network, health, the worst alarm), the note, the health reasons and the alarms. */
+function headerLines(s: StatusSnapshot, opts: { note?: string }): string[] {
+  const out: string[] = [];
+  const health = s.health
+    ? s.health.state === "healthy"
+      ? "healthy"
+      : `${s.health.state.toUpperCase()} (${[...new Set(s.health.reasons.map((r) => r.check))].join(", ")})`
+    : "";
+  // The worst alarm (errors first, then the oldest: deriveAlarms' order) belongs in the header.
+  const worst = s.alarms[0];
+  const alarm = worst
+    ? `${worst.severity === "error" ? "ALARM" : "alarm"} ${worst.code} (${ago(worst.since, s.now)})${s.alarms.length > 1 ? ` +${s.alarms.length - 1}` : ""}`
+    : "";
+  out.push(
+    [
+      `trajrl-validator v${s.version}${s.votesAs ? ` (votes as trajectoryRL ${s.votesAs})` : ""}`,
+      `${s.node.network} netuid ${s.node.netuid}`,
+      s.node.simulated ? "simulated LLM" : s.node.llmBaseUrl,
+      s.startedAt === null ? "" : `up ${duration(s.now - s.startedAt)}`,
+      health,
+      alarm,
+    ]
+      .filter(Boolean)
+      .join(" · "),
+  );
+  if (opts.note) out.push(opts.note);
+  if (s.health) for (const r of s.health.reasons) out.push(`  ! ${r.check}: ${r.message}`);
+
+  out.push("", s.alarms.length ? "ALARMS" : "ALARMS       none");
+  for (const a of s.alarms)
+    out.push(`  ${a.severity.padEnd(5)}  ${a.code}  ${a.message}  (since ${ago(a.since, s.now)})`);
+  return out;
+}
+
+/** The evaluation running now, one row per scenario. */
 function runningLines(s: StatusSnapshot): string[] {
   const out: string[] = [];
   const ev = s.evaluation;
@@ -95,7 +129,7 @@ function runningLines(s: StatusSnapshot): string[] {
   return out;
 }
 
-/** The recent verdicts. */
+/** The recent verdicts, each with what it was scored on. */
 function verdictLines(s: StatusSnapshot): string[] {
   const out: string[] = [];
   out.push("", "RECENT VERDICTS");
@@ -175,35 +209,7 @@ function meterLines(s: StatusSnapshot): string[] {
 
 export function renderText(s: StatusSnapshot, opts: { note?: string } = {}): string {
   const out: string[] = [];
-  const health = s.health
-    ? s.health.state === "healthy"
-      ? "healthy"
-      : `${s.health.state.toUpperCase()} (${[...new Set(s.health.reasons.map((r) => r.check))].join(", ")})`
-    : "";
-  // The worst alarm (errors first, then the oldest: deriveAlarms' order) belongs in the header.
-  const worst = s.alarms[0];
-  const alarm = worst
-    ? `${worst.severity === "error" ? "ALARM" : "alarm"} ${worst.code} (${ago(worst.since, s.now)})${s.alarms.length > 1 ? ` +${s.alarms.length - 1}` : ""}`
-    : "";
-  out.push(
-    [
-      `trajrl-validator v${s.version}${s.votesAs ? ` (votes as trajectoryRL ${s.votesAs})` : ""}`,
-      `${s.node.network} netuid ${s.node.netuid}`,
-      s.node.simulated ? "simulated LLM" : s.node.llmBaseUrl,
-      s.startedAt === null ? "" : `up ${duration(s.now - s.startedAt)}`,
-      health,
-      alarm,
-    ]
-      .filter(Boolean)
-      .join(" · "),
-  );
-  if (opts.note) out.push(opts.note);
-  if (s.health) for (const r of s.health.reasons) out.push(`  ! ${r.check}: ${r.message}`);
-
-  out.push("", s.alarms.length ? "ALARMS" : "ALARMS       none");
-  for (const a of s.alarms)
-    out.push(`  ${a.severity.padEnd(5)}  ${a.code}  ${a.message}  (since ${ago(a.since, s.now)})`);
-
+  out.push(...headerLines(s, opts));
   out.push("", ...chainLines(s), "", ...runningLines(s));
   const engines = s.engines ?? [];
   if (engines.length > 1 || engines.some((x) => x.state !== "ready" || x.draining || x.slots !== null)) {

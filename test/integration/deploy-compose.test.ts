@@ -10,6 +10,11 @@
  * - a start the daemon refuses (EVAL_ENABLED=1 on finney without LLM_API_KEY) is held, not looped:
  *   the container stays up and `status` prints the reason first;
  * - settings of .env.validator the container fixes are named at start with their docker/.env place;
+ *   every line the entrypoint writes is JSON, an invalid value included, with the fix that applies;
+ * - with the README's preflight (scripts/compose-preflight.mjs) a bad WALLETS_DIR or a taken
+ *   STATUS_PORT stops before `up`, the running validator untouched; without it compose v1 stops and
+ *   renames the validator, the preflight names the leftover, and `up -d --force-recreate` restores it;
+ * - the README's backup (exec -T … backup -) and restore commands work on the live volume;
  * - with the local network's override (docker-compose.localnet.yml) `up` evaluates the epoch, posts the
  *   verdict and sets weights, as the status page shows; while the daemon's evaluation runs, nothing
  *   of its container answers on an episode's meter network but the meter port (the status page
@@ -33,9 +38,11 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { KvRepo, openDb } from "../../src/store/index.js";
 import type { StatusSnapshot } from "../../src/web/index.js";
 import { type TestWallet, writeWallet } from "../helpers/daemon.js";
 import { requireDocker } from "../helpers/docker.js";
+import { badLogLines } from "../helpers/json-lines.js";
 
 const pexec = promisify(execFile);
 const root = new URL("../..", import.meta.url).pathname;
@@ -219,6 +226,8 @@ describe("compose deployment: wallets", () => {
     expect(held).toContain(
       "STATUS_PORT=9999 (set in .env.validator) is not used in the container: choose the host's port with STATUS_PORT in docker/.env. Using STATUS_PORT=8080.",
     );
+    // Every line the entrypoint wrote is a JSON log line.
+    expect(badLogLines(held)).toEqual([]);
     // No restart loop: the container keeps running, and Docker's health says why.
     const info = await docker.getContainer(validatorName()).inspect();
     expect(info.State.Running).toBe(true);
@@ -334,6 +343,169 @@ describe("compose deployment: wallets", () => {
     const info = await docker.getContainer(validatorName()).inspect();
     expect(info.State.Running).toBe(true);
     expect(info.RestartCount).toBe(0);
+  }, 300_000);
+});
+
+describe("compose deployment: a failed `up -d` (compose v1) and the README's preflight", () => {
+  /** The README's command: the preflight, then `up -d` only when it passed. */
+  const preflightThenUp = () =>
+    sh(
+      "sh",
+      ["-c", `node ${join(root, "scripts/compose-preflight.mjs")} && docker ${COMPOSE.join(" ")} up -d`],
+      { cwd: p.dir, timeout: 180_000 },
+    );
+  const preflight = () =>
+    sh("node", [join(root, "scripts/compose-preflight.mjs")], { cwd: p.dir, timeout: 60_000 });
+  const renamed = async () =>
+    (await docker.listContainers({ all: true })).flatMap((c) =>
+      c.Names.map((n) => n.slice(1)).filter((n) => new RegExp(`^[0-9a-f]{12}_${validatorName()}$`).test(n)),
+    );
+
+  it("with the preflight a bad WALLETS_DIR or a taken port stops before `up`; without it, the renamed validator is named and --force-recreate restores it", async () => {
+    const before = await docker.getContainer(validatorName()).inspect();
+    expect(before.State.Running).toBe(true);
+    const missing = join(p.dir, "typo-wallets");
+
+    p.writeEnv({ WALLETS_DIR: missing }, OFFLINE_ENV);
+    const stopped = await preflightThenUp();
+    expect(stopped.code).not.toBe(0);
+    expect(stopped.out).toContain(`FAIL  wallets   WALLETS_DIR ${missing} does not exist`);
+    const held = createServer();
+    await new Promise<void>((r) => held.listen(0, "127.0.0.1", r));
+    const port = (held.address() as { port: number }).port;
+    try {
+      p.writeEnv({ STATUS_PORT: String(port) }, OFFLINE_ENV);
+      const taken = await preflightThenUp();
+      expect(taken.code).not.toBe(0);
+      expect(taken.out).toContain(`FAIL  port      127.0.0.1:${port} is taken by another process`);
+    } finally {
+      await new Promise((r) => held.close(r));
+    }
+    // The validator never noticed.
+    const same = await docker.getContainer(validatorName()).inspect();
+    expect(same.Id).toBe(before.Id);
+    expect(same.State.Running).toBe(true);
+    expect(same.State.StartedAt).toBe(before.State.StartedAt);
+
+    // Without the preflight, compose v1 stops the validator and renames it before it fails.
+    p.writeEnv({ WALLETS_DIR: missing }, OFFLINE_ENV);
+    const failed = await p.compose(["up", "-d"]);
+    expect(failed.code).not.toBe(0);
+    expect(failed.err + failed.out).toContain(missing);
+    const left = await renamed();
+    expect(left).toEqual([`${before.Id.slice(0, 12)}_${validatorName()}`]);
+    expect((await docker.getContainer(left[0]!).inspect()).State.Running).toBe(false);
+    // The README's recovery: the preflight names the leftover, --force-recreate puts it right.
+    p.writeEnv({}, OFFLINE_ENV);
+    const named = await preflight();
+    expect(named.code).toBe(1);
+    expect(named.out).toContain(
+      `FAIL  renamed   ${left[0]}: the validator an earlier failed \`up\` stopped and renamed`,
+    );
+    expect(named.out).toContain("up -d --force-recreate");
+    const recreated = await p.compose(["up", "-d", "--force-recreate"], 240_000, ["docker/test-health.yml"]);
+    expect(recreated.code, recreated.err).toBe(0);
+    expect(await renamed()).toEqual([]);
+    expect((await docker.getContainer(validatorName()).inspect()).State.Running).toBe(true);
+    const clean = await preflight();
+    expect(clean.out).toContain(
+      `ok    port      127.0.0.1:${p.statusPort} is this validator's (${validatorName()})`,
+    );
+    expect(clean.code, clean.out).toBe(0);
+    await until(
+      "daemon.starting",
+      async () => ((await logsOf(validatorName())).includes('"daemon.starting"') ? true : undefined),
+      90_000,
+      1000,
+    );
+  }, 600_000);
+
+  it("an invalid .env.validator value is held with the value named and the fix that applies (`up -d`), in JSON lines", async () => {
+    const name = `${PROJECT}_envprobe`;
+    probes.push(name);
+    const run = await sh("docker", [
+      "run",
+      "-d",
+      "--name",
+      name,
+      "--label",
+      LABEL,
+      "--network",
+      "none",
+      "-e",
+      "DEGRADED_AFTER_S=30s",
+      "-v",
+      `${p.wallets}:/wallets:ro`,
+      TAG,
+      "run",
+    ]);
+    expect(run.code, run.err).toBe(0);
+    const logs = await until(
+      "the entrypoint's follow-up",
+      async () => {
+        const l = await logsOf(name);
+        return l.includes('"msg":"entrypoint.waiting"') ? l : undefined;
+      },
+      90_000,
+    );
+    expect(badLogLines(logs)).toEqual([]);
+    const lines = logs
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { msg: string; text: string });
+    expect(lines.find((l) => l.msg === "entrypoint.setup_blocked")?.text).toBe(
+      'error: invalid environment: DEGRADED_AFTER_S="30s" is not a number',
+    );
+    expect(lines.find((l) => l.msg === "entrypoint.waiting")?.text).toBe(
+      "fix it in .env.validator, then: docker compose -f docker/docker-compose.validator.yml up -d (the container reads .env.validator when it is created: no re-check here sees an edit)",
+    );
+  }, 120_000);
+
+  it("the README's backup and restore: a consistent copy out of the live volume, and back", async () => {
+    const copy = join(p.dir, "validator-backup.sqlite");
+    const b = await sh(
+      "sh",
+      ["-c", `docker ${COMPOSE.join(" ")} exec -T validator trajrl-validator backup - > ${copy}`],
+      { cwd: p.dir },
+    );
+    expect(b.code, b.err).toBe(0);
+    const db = openDb(copy);
+    try {
+      expect(db.pragma("integrity_check", { simple: true })).toBe("ok");
+      expect(
+        (db.prepare("SELECT count(*) AS n FROM schema_migrations").get() as { n: number }).n,
+      ).toBeGreaterThan(0);
+      // A mark of our own, to see the restore put this copy back.
+      new KvRepo(db).set("restored-from-backup", RUN);
+    } finally {
+      db.close();
+    }
+    const stop = await p.compose(["stop", "validator"]);
+    expect(stop.code, stop.err).toBe(0);
+    const restore = await sh("sh", [
+      "-c",
+      `docker run --rm -i --network none --label ${LABEL} -v ${PROJECT}-validator-data:/data --entrypoint sh ${TAG} -c 'rm -f /data/validator.sqlite-wal /data/validator.sqlite-shm && cat > /data/validator.sqlite && chown --reference=/data /data/validator.sqlite' < ${copy}`,
+    ]);
+    expect(restore.code, restore.err).toBe(0);
+    const start = await p.compose(["start", "validator"]);
+    expect(start.code, start.err).toBe(0);
+    await until(
+      "the daemon on the restored database",
+      async () => {
+        const r = await sh("docker", [
+          "exec",
+          validatorName(),
+          "node",
+          "-e",
+          "const D=require('/app/node_modules/better-sqlite3'); const d=new D('/data/validator.sqlite',{readonly:true}); console.log(d.prepare(\"select value from kv where key='restored-from-backup'\").get()?.value ?? '')",
+        ]);
+        return r.code === 0 && r.out.includes(RUN) ? true : undefined;
+      },
+      90_000,
+      1000,
+    );
+    const owner = await sh("docker", ["exec", validatorName(), "stat", "-c", "%u", "/data/validator.sqlite"]);
+    expect(owner.out.trim()).toBe("4242");
   }, 300_000);
 });
 
