@@ -41,186 +41,185 @@ const WS = new Set([0x20, 0x09, 0x0a, 0x0d]);
 
 /** Parse a string exactly as `json.loads(text)` does (strict mode, NaN/Infinity accepted). */
 export function pyJsonParse(text: string): PyValue {
-  let i = 0;
-  const n = text.length;
+  const p = new PyJsonParser(text);
+  if (text.charCodeAt(0) === 0xfeff) p.fail("Unexpected UTF-8 BOM (decode using utf-8-sig)", 0);
+  const value = p.value(0);
+  p.skipWs();
+  if (p.i !== text.length) p.fail("Extra data");
+  return value;
+}
 
-  const skipWs = () => {
-    while (i < n && WS.has(text.charCodeAt(i))) i++;
-  };
+const NUMBER = /-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?/y;
 
-  const fail = (msg: string, at = i): never => {
-    throw new PyJsonError(msg, at, text);
-  };
+/** The keywords `json.loads` reads, tried in this order at a value's start. */
+const KEYWORDS: readonly [string, () => PyValue][] = [
+  ["null", () => null],
+  ["true", () => true],
+  ["false", () => false],
+  ["NaN", () => new PyFloat(Number.NaN)],
+  ["Infinity", () => new PyFloat(Number.POSITIVE_INFINITY)],
+  ["-Infinity", () => new PyFloat(Number.NEGATIVE_INFINITY)],
+];
 
-  const parseString = (): string => {
-    // text[i] === '"'
-    const start = i;
-    i++;
-    let out = "";
-    let chunkStart = i;
-    while (true) {
-      if (i >= n) fail("Unterminated string starting at", start);
-      const c = text.charCodeAt(i);
-      if (c === 0x22) {
-        out += text.slice(chunkStart, i);
-        i++;
-        return out;
+/** The one-character escapes after a backslash (`\u` is read apart). */
+const ESCAPES = new Map([
+  ['"', '"'],
+  ["\\", "\\"],
+  ["/", "/"],
+  ["b", "\b"],
+  ["f", "\f"],
+  ["n", "\n"],
+  ["r", "\r"],
+  ["t", "\t"],
+]);
+
+/** A recursive-descent reader over `text`, `i` its position; each failure is Python's message. */
+class PyJsonParser {
+  i = 0;
+  private readonly n: number;
+
+  constructor(private readonly text: string) {
+    this.n = text.length;
+  }
+
+  skipWs(): void {
+    while (this.i < this.n && WS.has(this.text.charCodeAt(this.i))) this.i++;
+  }
+
+  fail(msg: string, at = this.i): never {
+    throw new PyJsonError(msg, at, this.text);
+  }
+
+  value(depth: number): PyValue {
+    if (depth > 1000) this.fail("maximum nesting depth exceeded");
+    this.skipWs();
+    if (this.i >= this.n) this.fail("Expecting value");
+    const c = this.text[this.i];
+    if (c === "{") return this.object(depth);
+    if (c === "[") return this.array(depth);
+    if (c === '"') return this.string();
+    for (const [word, make] of KEYWORDS) {
+      if (this.text.startsWith(word, this.i)) {
+        this.i += word.length;
+        return make();
       }
-      if (c < 0x20) fail("Invalid control character at");
-      if (c === 0x5c) {
-        out += text.slice(chunkStart, i);
-        const e = text[i + 1];
-        switch (e) {
-          case '"':
-            out += '"';
-            break;
-          case "\\":
-            out += "\\";
-            break;
-          case "/":
-            out += "/";
-            break;
-          case "b":
-            out += "\b";
-            break;
-          case "f":
-            out += "\f";
-            break;
-          case "n":
-            out += "\n";
-            break;
-          case "r":
-            out += "\r";
-            break;
-          case "t":
-            out += "\t";
-            break;
-          case "u": {
-            const hex = text.slice(i + 2, i + 6);
-            if (!/^[0-9a-fA-F]{4}$/.test(hex)) fail("Invalid \\uXXXX escape");
-            // Code units are kept as-is: a high+low pair forms the astral character, exactly as Python joins them.
-            out += String.fromCharCode(Number.parseInt(hex, 16));
-            i += 4;
-            break;
-          }
-          default:
-            fail("Invalid \\escape");
-        }
-        i += 2;
-        chunkStart = i;
-        continue;
-      }
-      i++;
     }
-  };
+    return this.number();
+  }
 
-  const NUMBER = /-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?/y;
-
-  const parseValue = (depth: number): PyValue => {
-    if (depth > 1000) fail("maximum nesting depth exceeded");
-    skipWs();
-    if (i >= n) fail("Expecting value");
-    const c = text[i];
-    if (c === "{") return parseObject(depth);
-    if (c === "[") return parseArray(depth);
-    if (c === '"') return parseString();
-    if (text.startsWith("null", i)) {
-      i += 4;
-      return null;
-    }
-    if (text.startsWith("true", i)) {
-      i += 4;
-      return true;
-    }
-    if (text.startsWith("false", i)) {
-      i += 5;
-      return false;
-    }
-    if (text.startsWith("NaN", i)) {
-      i += 3;
-      return new PyFloat(Number.NaN);
-    }
-    if (text.startsWith("Infinity", i)) {
-      i += 8;
-      return new PyFloat(Number.POSITIVE_INFINITY);
-    }
-    if (text.startsWith("-Infinity", i)) {
-      i += 9;
-      return new PyFloat(Number.NEGATIVE_INFINITY);
-    }
-    NUMBER.lastIndex = i;
-    const m = NUMBER.exec(text);
-    if (!m) return fail("Expecting value");
+  /** An int (a bigint, at most 4300 digits) or a float, by the lexeme's shape. */
+  private number(): PyValue {
+    NUMBER.lastIndex = this.i;
+    const m = NUMBER.exec(this.text);
+    if (!m) return this.fail("Expecting value");
     const lexeme = m[0];
-    const start = i;
-    i += lexeme.length;
+    const start = this.i;
+    this.i += lexeme.length;
     if (m[1] === undefined && m[2] === undefined) {
       const digits = lexeme.startsWith("-") ? lexeme.length - 1 : lexeme.length;
-      if (digits > MAX_INT_DIGITS) fail("Exceeds the limit for integer string conversion", start);
+      if (digits > MAX_INT_DIGITS) this.fail("Exceeds the limit for integer string conversion", start);
       return BigInt(lexeme);
     }
     return new PyFloat(Number(lexeme));
-  };
+  }
 
-  const parseArray = (depth: number): PyValue[] => {
-    i++;
+  /** A string from its opening quote; chunks without escapes are copied whole. */
+  string(): string {
+    const start = this.i;
+    this.i++;
+    let out = "";
+    let chunkStart = this.i;
+    while (true) {
+      if (this.i >= this.n) this.fail("Unterminated string starting at", start);
+      const c = this.text.charCodeAt(this.i);
+      if (c === 0x22) {
+        out += this.text.slice(chunkStart, this.i);
+        this.i++;
+        return out;
+      }
+      if (c < 0x20) this.fail("Invalid control character at");
+      if (c === 0x5c) {
+        out += this.text.slice(chunkStart, this.i);
+        out += this.escape();
+        chunkStart = this.i;
+        continue;
+      }
+      this.i++;
+    }
+  }
+
+  /** The escape at `i` (a backslash), read and passed. */
+  private escape(): string {
+    const e = this.text[this.i + 1];
+    let out: string;
+    if (e === "u") {
+      const hex = this.text.slice(this.i + 2, this.i + 6);
+      if (!/^[0-9a-fA-F]{4}$/.test(hex)) this.fail("Invalid \\uXXXX escape");
+      // Code units are kept as-is: a high+low pair forms the astral character, exactly as Python joins them.
+      out = String.fromCharCode(Number.parseInt(hex, 16));
+      this.i += 4;
+    } else {
+      const simple = e === undefined ? undefined : ESCAPES.get(e);
+      if (simple === undefined) this.fail("Invalid \\escape");
+      out = simple;
+    }
+    this.i += 2;
+    return out;
+  }
+
+  private array(depth: number): PyValue[] {
+    this.i++;
     const arr: PyValue[] = [];
-    skipWs();
-    if (text[i] === "]") {
-      i++;
+    this.skipWs();
+    if (this.text[this.i] === "]") {
+      this.i++;
       return arr;
     }
     while (true) {
-      arr.push(parseValue(depth + 1));
-      skipWs();
-      if (text[i] === ",") {
-        i++;
+      arr.push(this.value(depth + 1));
+      this.skipWs();
+      if (this.text[this.i] === ",") {
+        this.i++;
         continue;
       }
-      if (text[i] === "]") {
-        i++;
+      if (this.text[this.i] === "]") {
+        this.i++;
         return arr;
       }
-      fail("Expecting ',' delimiter");
+      this.fail("Expecting ',' delimiter");
     }
-  };
+  }
 
-  const parseObject = (depth: number): PyObject => {
-    i++;
+  private object(depth: number): PyObject {
+    this.i++;
     const obj: PyObject = new Map();
-    skipWs();
-    if (text[i] === "}") {
-      i++;
+    this.skipWs();
+    if (this.text[this.i] === "}") {
+      this.i++;
       return obj;
     }
     while (true) {
-      skipWs();
-      if (text[i] !== '"') fail("Expecting property name enclosed in double quotes");
-      const key = parseString();
-      skipWs();
-      if (text[i] !== ":") fail("Expecting ':' delimiter");
-      i++;
-      obj.set(key, parseValue(depth + 1));
-      skipWs();
-      if (text[i] === ",") {
-        i++;
-        skipWs();
-        if (text[i] !== '"') fail("Expecting property name enclosed in double quotes");
+      this.skipWs();
+      if (this.text[this.i] !== '"') this.fail("Expecting property name enclosed in double quotes");
+      const key = this.string();
+      this.skipWs();
+      if (this.text[this.i] !== ":") this.fail("Expecting ':' delimiter");
+      this.i++;
+      obj.set(key, this.value(depth + 1));
+      this.skipWs();
+      if (this.text[this.i] === ",") {
+        this.i++;
+        this.skipWs();
+        if (this.text[this.i] !== '"') this.fail("Expecting property name enclosed in double quotes");
         continue;
       }
-      if (text[i] === "}") {
-        i++;
+      if (this.text[this.i] === "}") {
+        this.i++;
         return obj;
       }
-      fail("Expecting ',' delimiter");
+      this.fail("Expecting ',' delimiter");
     }
-  };
-
-  if (text.charCodeAt(0) === 0xfeff) fail("Unexpected UTF-8 BOM (decode using utf-8-sig)", 0);
-  const value = parseValue(0);
-  skipWs();
-  if (i !== n) fail("Extra data");
-  return value;
+  }
 }
 
 /**
