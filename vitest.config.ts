@@ -3,7 +3,7 @@ import { defineConfig } from "vitest/config";
 /**
  * Episode containers run under runc in the suite (EPISODE_RUNTIME=runc: what `auto` gives on an
  * engine without gVisor) and again under gVisor where the runtime can change an outcome. gVisor
- * costs 2–3× an episode's wall time on this machine's ptrace platform (README, Benchmarks), so the
+ * adds to every episode on this machine's ptrace platform (README, Benchmarks: up to 2.7× a run), so the
  * whole suite runs once, under runc, and these files a second time, under gVisor:
  *  - the isolation the firewall, the bridges and DNS give (the network path differs: gVisor's
  *    sentry makes the host's socket calls), the hostile policies whose outcome the runtime can
