@@ -27,8 +27,9 @@ const UNDER_GVISOR_ONLY = [
 
 /**
  * Three groups, run one after the other by one `vitest run`:
- *  - "main" and "gvisor" (above): Docker-backed suites share one engine on a small machine, so
+ *  - "main", then "gvisor" (above): Docker-backed suites share one engine on a small machine, so
  *    files run in parallel two at a time, each in its own fork so a crash cannot take the others down.
+ *    Never the two groups at once: a file in both would race itself for its fixed test networks.
  *  - "serial": `*.serial.test.ts`, tests that disturb the whole machine (e.g. restart the Docker
  *    engine); they run alone, after the others.
  */
@@ -61,7 +62,7 @@ export default defineConfig({
           setupFiles: ["test/setup-gvisor.ts"],
           fileParallelism: true,
           maxWorkers: 2,
-          sequence: { groupOrder: 0 },
+          sequence: { groupOrder: 1 },
         },
       },
       {
@@ -72,7 +73,7 @@ export default defineConfig({
           env: { EPISODE_RUNTIME: "runc" },
           fileParallelism: false,
           maxWorkers: 1,
-          sequence: { groupOrder: 1 },
+          sequence: { groupOrder: 2 },
         },
       },
     ],
