@@ -30,6 +30,89 @@ function openCheckSandbox(
   });
 }
 
+interface BenchRowsInput {
+  /** --bench: the trajrl-bench image. */
+  ref: string;
+  names: string[];
+  flags: CheckFlags;
+  spec: number | undefined;
+  catalogue: import("../scenarios/index.js").Catalogue;
+  config: import("../config.js").Config;
+  sandbox: import("../sandbox/index.js").Sandbox;
+  say: (line: string) => void;
+  log: import("../log.js").Logger;
+  common: Omit<import("../episode/index.js").CheckOptions, "images">;
+}
+
+/** `--bench REF`: the bench's scenarios, pulled and prepared, proved with the bench's verifier. */
+async function benchRows(input: BenchRowsInput): Promise<import("../episode/index.js").CheckRow[]> {
+  const { ref, names, flags, spec, catalogue, config, sandbox, say, log, common } = input;
+  const [{ InputError }, scen, benchMod, { checkScenarios }] = await Promise.all([
+    import("../errors.js"),
+    import("../scenarios/index.js"),
+    import("../bench/index.js"),
+    import("../episode/index.js"),
+  ]);
+  const { sdkSingleFile } = await import("../policy/index.js");
+  const sdk = sdkSingleFile();
+  const specs = await benchMod.loadSubnetSpecs(config.evaluation.subnetSpecsFile);
+  const bench = new benchMod.RegistryBench({
+    docker: sandbox.docker,
+    session: sandbox.session,
+    ref,
+    specs,
+    sdk: { entry: sdk.name, files: [{ path: sdk.name, data: sdk.content }] },
+    verifierNetwork: config.evaluation.verifierNetwork ?? "bridge",
+    credentials: {
+      username: config.evaluation.registryUsername,
+      password: config.evaluation.registryPassword,
+    },
+    log,
+  });
+  const onProgress = (p: { image: string; ref: string; phase: string; note?: string }) => {
+    if (p.phase === "ready" || p.phase === "cached")
+      say(`${p.phase === "ready" ? "pulled" : "up to date"}: ${p.image} (${p.ref})`);
+    if (p.phase === "fallback") say(`WARNING: pulling ${p.ref} failed (${p.note}); using the cached image`);
+  };
+  let wanted: readonly string[];
+  if (names.length > 0) wanted = names;
+  else if (flags.suite !== undefined)
+    wanted = scen.resolveSuite(catalogue, flags.suite).scenarios.map((s) => s.name);
+  else if (spec !== undefined) {
+    const hit = specs.specs.get(spec);
+    if (!hit)
+      throw new InputError(
+        "unknown_spec",
+        `spec ${spec} is not in the subnet's spec table (known: ${[...specs.specs.keys()].join(", ")})`,
+      );
+    wanted = hit.scenarios;
+  } else wanted = (await bench.refreshBench({ signal: common.signal, onProgress })).probe.scenarios;
+  const prepared = await bench.prepare(bench.resolve({ scenarios: wanted }), {
+    signal: common.signal,
+    onProgress,
+  });
+  // What the image says (tests, deliverable, timeouts) with what only the sources hold: the
+  // reference solution (never shipped in an image) and the null floor to prove.
+  const scenarios = prepared.scenarios.map((s) => {
+    const source = catalogue.byName(s.name);
+    return {
+      ...s,
+      dir: source?.dir ?? "",
+      task: {
+        ...s.task,
+        metadata: source
+          ? { null_floor: source.task.metadata.null_floor, tests: source.task.metadata.tests }
+          : {},
+      },
+    };
+  });
+  return checkScenarios(scenarios, {
+    ...common,
+    images: prepared.images,
+    verifier: { kind: "bench", network: config.evaluation.verifierNetwork ?? "bridge" },
+  });
+}
+
 interface CheckFlags extends ScenariosDirFlags {
   suite?: string;
   bench?: string;
@@ -37,6 +120,23 @@ interface CheckFlags extends ScenariosDirFlags {
   concurrency?: string;
   json?: boolean;
   progress?: boolean;
+}
+
+/** The flags that choose what to check: one way of naming the scenarios, a spec only with --bench. */
+async function selectionFlags(
+  names: string[],
+  flags: CheckFlags,
+): Promise<{ spec: number | undefined; concurrency: number }> {
+  const { InputError } = await import("../errors.js");
+  const spec = parseSpecFlag(flags.spec);
+  if (spec !== undefined && !flags.bench)
+    throw new InputError(
+      "invalid_flag",
+      `--spec ${flags.spec} names a subnet spec: it needs --bench REF (the built-in suite has named sets: --suite NAME)`,
+    );
+  if ([names.length > 0, flags.suite !== undefined, spec !== undefined].filter(Boolean).length > 1)
+    throw new InputError("invalid_flag", "name the scenarios one way: NAMES, --suite or --spec");
+  return { spec, concurrency: numberFlag("concurrency", flags.concurrency, 1, 16, true) ?? 2 };
 }
 
 export function registerScenariosCheck(scenarios: Command): void {
@@ -57,16 +157,7 @@ export function registerScenariosCheck(scenarios: Command): void {
     .option("--json", "one JSON object per scenario on stdout, alone (progress on stderr when a terminal)")
     .option("--progress", "with --json: show progress on stderr even when it is not a terminal")
     .action(async (names: string[], flags: CheckFlags) => {
-      const { InputError } = await import("../errors.js");
-      const spec = parseSpecFlag(flags.spec);
-      if (spec !== undefined && !flags.bench)
-        throw new InputError(
-          "invalid_flag",
-          `--spec ${flags.spec} names a subnet spec: it needs --bench REF (the built-in suite has named sets: --suite NAME)`,
-        );
-      if ([names.length > 0, flags.suite !== undefined, spec !== undefined].filter(Boolean).length > 1)
-        throw new InputError("invalid_flag", "name the scenarios one way: NAMES, --suite or --spec");
-      const concurrency = numberFlag("concurrency", flags.concurrency, 1, 16, true) ?? 2;
+      const { spec, concurrency } = await selectionFlags(names, flags);
       const [
         { loadConfig },
         { createLogger },
@@ -122,65 +213,19 @@ export function registerScenariosCheck(scenarios: Command): void {
           });
           rows = await checkScenarios(selected, { ...common, images });
         } else {
-          const { sdkSingleFile } = await import("../policy/index.js");
-          const sdk = sdkSingleFile();
-          const specs = await benchMod.loadSubnetSpecs(config.evaluation.subnetSpecsFile);
-          const bench = new benchMod.RegistryBench({
-            docker: sandbox.docker,
-            session: sandbox.session,
+          const input = {
             ref: flags.bench,
-            specs,
-            sdk: { entry: sdk.name, files: [{ path: sdk.name, data: sdk.content }] },
-            verifierNetwork: config.evaluation.verifierNetwork ?? "bridge",
-            credentials: {
-              username: config.evaluation.registryUsername,
-              password: config.evaluation.registryPassword,
-            },
+            names,
+            flags,
+            spec,
+            catalogue,
+            config,
+            sandbox,
+            say,
             log,
-          });
-          const onProgress = (p: { image: string; ref: string; phase: string; note?: string }) => {
-            if (p.phase === "ready" || p.phase === "cached")
-              say(`${p.phase === "ready" ? "pulled" : "up to date"}: ${p.image} (${p.ref})`);
-            if (p.phase === "fallback")
-              say(`WARNING: pulling ${p.ref} failed (${p.note}); using the cached image`);
+            common,
           };
-          let wanted: readonly string[];
-          if (names.length > 0) wanted = names;
-          else if (flags.suite !== undefined)
-            wanted = scen.resolveSuite(catalogue, flags.suite).scenarios.map((s) => s.name);
-          else if (spec !== undefined) {
-            const hit = specs.specs.get(spec);
-            if (!hit)
-              throw new InputError(
-                "unknown_spec",
-                `spec ${spec} is not in the subnet's spec table (known: ${[...specs.specs.keys()].join(", ")})`,
-              );
-            wanted = hit.scenarios;
-          } else wanted = (await bench.refreshBench({ signal: ac.signal, onProgress })).probe.scenarios;
-          const prepared = await bench.prepare(bench.resolve({ scenarios: wanted }), {
-            signal: ac.signal,
-            onProgress,
-          });
-          // What the image says (tests, deliverable, timeouts) with what only the sources hold: the
-          // reference solution (never shipped in an image) and the null floor to prove.
-          const scenarios = prepared.scenarios.map((s) => {
-            const source = catalogue.byName(s.name);
-            return {
-              ...s,
-              dir: source?.dir ?? "",
-              task: {
-                ...s.task,
-                metadata: source
-                  ? { null_floor: source.task.metadata.null_floor, tests: source.task.metadata.tests }
-                  : {},
-              },
-            };
-          });
-          rows = await checkScenarios(scenarios, {
-            ...common,
-            images: prepared.images,
-            verifier: { kind: "bench", network: config.evaluation.verifierNetwork ?? "bridge" },
-          });
+          rows = await benchRows(input);
         }
         if (!flags.json) out(formatCheckTable(rows));
         if (rows.some((r) => !r.ok)) process.exitCode = 1;

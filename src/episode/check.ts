@@ -135,45 +135,6 @@ async function runReference(
   }
 }
 
-/** Why a scenario has no reference solution to run. */
-function noReference(scenario: EpisodeScenario): string {
-  return scenario.dir === ""
-    ? "not in the sources (no reference solution)"
-    : `no solution/solve.sh in ${scenario.dir}`;
-}
-
-/** The row's grades and the problems they show: the reference passes all, the empty scores its null floor. */
-function judgeGrades(
-  row: CheckRow,
-  refGrade: GradeResult | undefined,
-  emptyGrade: GradeResult,
-  hostileGrade: GradeResult | undefined,
-): void {
-  if (refGrade) {
-    row.reference = { quality: refGrade.quality, tests: refGrade.tests, passed: refGrade.passed };
-    if (refGrade.failure)
-      row.problems.push(`reference: ${refGrade.failure.code}: ${refGrade.failure.message}`);
-    else if (refGrade.tests === 0 || refGrade.passed !== refGrade.tests)
-      row.problems.push(`reference scored ${refGrade.passed}/${refGrade.tests}, expected all tests to pass`);
-  }
-  row.empty = { quality: emptyGrade.quality, tests: emptyGrade.tests, passed: emptyGrade.passed };
-  if (emptyGrade.failure)
-    row.problems.push(`empty: ${emptyGrade.failure.code}: ${emptyGrade.failure.message}`);
-  else if (row.nullFloor === undefined) row.problems.push("task.toml has no [metadata].null_floor");
-  else if (round4(emptyGrade.quality) !== round4(row.nullFloor))
-    row.problems.push(
-      `empty deliverable scored ${round4(emptyGrade.quality)}, task.toml null_floor is ${row.nullFloor}`,
-    );
-  if (hostileGrade) {
-    row.hostile = {
-      quality: hostileGrade.quality,
-      tests: hostileGrade.tests,
-      passed: hostileGrade.passed,
-    };
-    row.problems.push(...hostileProblems(hostileGrade, emptyGrade));
-  }
-}
-
 /** How long the check's grading scope (the reference's and the empty deliverable's) may live. */
 const gradingTtlMs = (s: EpisodeScenario) => (s.task.verifier.timeout_sec * 2 + 120) * 1000;
 
@@ -194,10 +155,57 @@ function emptyRow(scenario: EpisodeScenario, runtime: string): CheckRow {
   };
 }
 
+/** The reference solution's deliverable; it always comes from the sources (`dir`), never an image. */
+async function solveReference(
+  scenario: EpisodeScenario,
+  image: BuiltImage,
+  scopeId: string,
+  opts: CheckOptions,
+): Promise<{ deliverable: Buffer | undefined; problem?: string; log: string }> {
+  if (scenario.dir !== "" && existsSync(join(scenario.dir, "solution", "solve.sh")))
+    return runReference(opts.sandbox, scenario, image, scopeId, opts.signal);
+  const problem =
+    scenario.dir === ""
+      ? "not in the sources (no reference solution)"
+      : `no solution/solve.sh in ${scenario.dir}`;
+  return { deliverable: undefined, problem, log: "" };
+}
+
+/** Pure: the three gradings into the row, with what each says is wrong. */
+function recordGrades(
+  row: CheckRow,
+  refGrade: GradeResult | undefined,
+  emptyGrade: GradeResult,
+  hostileGrade: GradeResult | undefined,
+): void {
+  const figures = (g: GradeResult) => ({ quality: g.quality, tests: g.tests, passed: g.passed });
+  if (refGrade) {
+    row.reference = figures(refGrade);
+    if (refGrade.failure)
+      row.problems.push(`reference: ${refGrade.failure.code}: ${refGrade.failure.message}`);
+    else if (refGrade.tests === 0 || refGrade.passed !== refGrade.tests)
+      row.problems.push(`reference scored ${refGrade.passed}/${refGrade.tests}, expected all tests to pass`);
+  }
+  row.empty = figures(emptyGrade);
+  if (emptyGrade.failure)
+    row.problems.push(`empty: ${emptyGrade.failure.code}: ${emptyGrade.failure.message}`);
+  else if (row.nullFloor === undefined) row.problems.push("task.toml has no [metadata].null_floor");
+  else if (round4(emptyGrade.quality) !== round4(row.nullFloor))
+    row.problems.push(
+      `empty deliverable scored ${round4(emptyGrade.quality)}, task.toml null_floor is ${row.nullFloor}`,
+    );
+  if (hostileGrade) {
+    row.hostile = figures(hostileGrade);
+    row.problems.push(...hostileProblems(hostileGrade, emptyGrade));
+  }
+}
+
 export async function checkScenario(scenario: EpisodeScenario, opts: CheckOptions): Promise<CheckRow> {
   const log = (opts.log ?? silentLogger).child({ scenario: scenario.name });
   const t0 = performance.now();
-  const row = emptyRow(scenario, opts.sandbox.runtimeFor(scenario));
+  const runtime = runtimeOrRefusal(opts.sandbox, scenario);
+  const row = emptyRow(scenario, runtime.name);
+  if (runtime.refused) return finish(row, [runtime.refused], t0, log);
   const id = `check-${safeName(scenario.name, 24)}-${randomBytes(3).toString("hex")}`;
   try {
     const image = await opts.images.scenario(scenario, opts.signal);
@@ -206,11 +214,7 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
     row.ms.build = performance.now() - t0;
 
     const t1 = performance.now();
-    // The reference solution always comes from the sources (`dir`): it is never in an image.
-    const hasSolve = scenario.dir !== "" && existsSync(join(scenario.dir, "solution", "solve.sh"));
-    const ref = hasSolve
-      ? await runReference(opts.sandbox, scenario, image, `${id}-a`, opts.signal)
-      : { deliverable: undefined, problem: noReference(scenario), log: "" };
+    const ref = await solveReference(scenario, image, `${id}-a`, opts);
     row.ms.solve = performance.now() - t1;
     if (ref.problem) row.problems.push(ref.problem);
     if (ref.problem && ref.log) log.warn({ log: ref.log.slice(-2000) }, "check.solve.output");
@@ -224,7 +228,8 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
     // The bench's verifier names its container after the scope (one grading per episode), so
     // each grading here gets a scope of its own.
     const benchGrade = async (label: string, data: Buffer): Promise<GradeResult> => {
-      const own = opts.sandbox.openScope(`${id}-${label}`, (scenario.task.verifier.timeout_sec + 120) * 1000);
+      const ttl = (scenario.task.verifier.timeout_sec + 120) * 1000;
+      const own = opts.sandbox.openScope(`${id}-${label}`, ttl, scenario);
       try {
         return await gradeBenchDeliverable({
           sandbox: opts.sandbox,
@@ -265,7 +270,7 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
         grade("empty", Buffer.alloc(0)),
         probe ? grade("hostile", probe) : Promise.resolve(undefined),
       ]);
-      judgeGrades(row, refGrade, emptyGrade, hostileGrade);
+      recordGrades(row, refGrade, emptyGrade, hostileGrade);
     } finally {
       await scope.dispose();
     }
@@ -275,6 +280,24 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
     const e = toValidatorError(err);
     row.problems.push(`${e.code}: ${e.message}`);
   }
+  return finish(row, [], t0, log);
+}
+
+/**
+ * The runtime the scenario's episodes get, or why they get none (a scenario that declared it cannot
+ * run under gVisor, under EPISODE_RUNTIME=runsc): a FAIL row naming it, the other rows still run.
+ */
+function runtimeOrRefusal(sb: Sandbox, scenario: EpisodeScenario): { name: string; refused?: string } {
+  try {
+    return { name: sb.runtimeFor(scenario) };
+  } catch (err) {
+    const e = toValidatorError(err);
+    return { name: sb.episodeRuntime?.name ?? "runc", refused: `${e.code}: ${e.message}` };
+  }
+}
+
+function finish(row: CheckRow, problems: string[], t0: number, log: Logger): CheckRow {
+  row.problems.push(...problems);
   row.ok = row.problems.length === 0;
   row.ms.total = performance.now() - t0;
   log.info({ ok: row.ok, problems: row.problems, ms: Math.round(row.ms.total) }, "check.done");

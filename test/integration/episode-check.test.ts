@@ -150,8 +150,17 @@ describe("scenarios check", () => {
       );
     const ok = await cli(["fixture-good"]);
     expect(ok.code).toBe(0);
-    expect(ok.stdout).toMatch(/^scenario\s+reference\s+empty\s+hostile\s+null_floor\s+result\s+seconds$/m);
-    expect(ok.stdout).toMatch(/^fixture-good\s+3\/3 \(1\)\s+0\/3 \(0\)\s+0\/3 \(0\)\s+0\s+ok/m);
+    expect(ok.stdout).toMatch(
+      /^scenario\s+reference\s+empty\s+hostile\s+null_floor\s+result\s+seconds\s+runtime$/m,
+    );
+    // The runtime the scenario was proved under: this project's EPISODE_RUNTIME (vitest.config.ts).
+    const runtime = process.env.EPISODE_RUNTIME === "runsc" ? "runsc" : "runc";
+    expect(ok.stdout).toMatch(
+      new RegExp(
+        `^fixture-good\\s+3/3 \\(1\\)\\s+0/3 \\(0\\)\\s+0/3 \\(0\\)\\s+0\\s+ok\\s+[\\d.]+\\s+${runtime}$`,
+        "m",
+      ),
+    );
     const bad = await cli(["fixture-bad"]);
     expect(bad.code).toBe(1);
     expect(bad.stdout).toMatch(/^fixture-bad\s+2\/3 .*FAIL/m);

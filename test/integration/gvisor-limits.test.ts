@@ -11,6 +11,7 @@
 import { randomBytes } from "node:crypto";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { checkScenario } from "../../src/episode/index.js";
 import {
   createContainer,
   type EpisodeScope,
@@ -131,5 +132,22 @@ describe("a scenario that declares it cannot run under gVisor", () => {
     } catch (err) {
       expect(err).toMatchObject({ failureClass: "infra", code: "scenario_not_for_gvisor" });
     }
+    // `scenarios check` under runsc: that scenario's row fails naming why, before building anything.
+    const task = {
+      agent: { timeout_sec: 60 },
+      verifier: { timeout_sec: 60, agent_output_path: "/workspace" },
+      metadata: declared.task.metadata,
+    };
+    const images = {
+      scenario: () => Promise.reject(new Error("nothing should be built for a refused scenario")),
+    };
+    const row = await checkScenario(
+      { name: declared.name, dir: "", instruction: "", task },
+      { sandbox: strict, images, concurrency: 1 },
+    );
+    expect(row).toMatchObject({ ok: false, runtime: "runsc", image: undefined });
+    expect(row.problems).toEqual([
+      expect.stringMatching(/^scenario_not_for_gvisor: scenario needs-runc cannot run/),
+    ]);
   }, 120_000);
 });

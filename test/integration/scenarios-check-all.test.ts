@@ -1,6 +1,7 @@
 /**
  * Every shipped scenario proves itself on every CI run: its reference solution scores tests/tests in a
- * fresh verifier and its empty deliverable scores exactly the recorded null floor (`scenarios check`).
+ * fresh verifier and its empty deliverable scores exactly the recorded null floor (`scenarios check`),
+ * under gVisor, the runtime episodes get by default (this file runs in the `gvisor` test project).
  */
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
@@ -18,15 +19,27 @@ describe("scenarios check (the whole shipped suite)", () => {
     const r = spawnSync(
       process.execPath,
       ["--import", "tsx", join(root, "src/cli.ts"), "scenarios", "check", "--json", "--concurrency", "2"],
-      { cwd: root, encoding: "utf8", timeout: 1_500_000, maxBuffer: 64 * 1024 * 1024 },
+      {
+        cwd: root,
+        encoding: "utf8",
+        timeout: 1_500_000,
+        maxBuffer: 64 * 1024 * 1024,
+        // The product's default: gVisor (this project's engine has it), runc where a scenario declares it must.
+        env: { ...process.env, EPISODE_RUNTIME: "auto" },
+      },
     );
     expect(r.status, r.stderr.slice(-4000)).toBe(0);
     // One JSON object per scenario, one per line.
     const rows = r.stdout
       .split("\n")
       .filter((l) => l.startsWith("{"))
-      .map((l) => JSON.parse(l) as { scenario: string; ok: boolean; problems: string[] });
+      .map((l) => JSON.parse(l) as { scenario: string; ok: boolean; problems: string[]; runtime: string });
     expect(rows.map((x) => x.scenario).sort()).toEqual(catalogue.map((s) => s.name).sort());
     expect(rows.filter((x) => !x.ok)).toEqual([]);
+    // Under gVisor (the `gvisor` test project), but for a scenario that declares it cannot run there.
+    for (const x of rows) {
+      const declared = catalogue.byName(x.scenario)!.task.metadata.not_under_gvisor;
+      expect([x.scenario, x.runtime]).toEqual([x.scenario, declared ? "runc" : "runsc"]);
+    }
   }, 1_600_000);
 });

@@ -96,6 +96,8 @@ describe("scenarios check --bench (real registry on loopback)", () => {
       expect(row.nullFloor).toBe(source.task.metadata.null_floor);
       // The hostile probe belongs to the built-in suite's signed report channel.
       expect(row.hostile).toBeUndefined();
+      // Proven under gVisor (this file runs in the `gvisor` test project).
+      expect(row.runtime).toBe("runsc");
     }
     // With --json and stderr not a terminal, no progress lines for people.
     expect(r.stderr).not.toMatch(/^(ok|FAIL) /m);
