@@ -9,12 +9,12 @@ import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ApiPromise, WsProvider } from "@polkadot/api";
 import type { QueryableModuleStorage, SubmittableExtrinsic } from "@polkadot/api/types";
-import type { Codec } from "@polkadot/types/types";
 import { u8aToHex } from "@polkadot/util";
 import { InfraError, InputError, isAbortError, ValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { toBool, toNum, withDeadline } from "./codec.js";
 import { parsePoolRejection, weightsErrorKind } from "./errors.js";
+import { extrinsicStatus, type InBlock, readInBlock } from "./inclusion.js";
 import type { Hotkey } from "./keys.js";
 import { buildTimelockedCommit } from "./timelock.js";
 import type { SetWeightsOptions, SetWeightsResult, WeightsMode } from "./types.js";
@@ -28,13 +28,43 @@ type WatchResult =
   | { kind: "deadline" }
   | { kind: "aborted" };
 
-interface InBlock {
-  blockHash: string;
-  blockNumber: number;
-  success: boolean;
-  errorName: string | undefined;
-  events: string[];
+/** What `track` settles on; `send` adds the ids. */
+type TrackOutcome = Partial<SetWeightsResult> & Pick<SetWeightsResult, "outcome">;
+
+/** The signed extrinsic `track` follows, and its limits. */
+interface Tracked {
+  hex: string;
+  txHash: string;
+  fromBlock: number;
+  eraDeath: number;
+  deadline: number;
+  signal: AbortSignal | undefined;
+  log: Logger;
 }
+
+/**
+ * What `track` carries between watches: resends so far, the last block searched, and whether a
+ * lost socket owes one resend.
+ */
+interface TrackState {
+  resubmissions: number;
+  scannedTo: number;
+  needsResend: boolean;
+}
+
+const abortedOutcome = (resubmissions: number): TrackOutcome => ({
+  outcome: "aborted" as const,
+  message: "aborted by the caller; the extrinsic may still be included",
+  resubmissions,
+});
+
+const foundOutcome = (b: InBlock, resubmissions: number): TrackOutcome => ({
+  outcome: b.success ? ("included" as const) : ("failed" as const),
+  blockHash: b.blockHash,
+  blockNumber: b.blockNumber,
+  errorName: b.errorName,
+  resubmissions,
+});
 
 /** Pool answers to a resend that mean the first send is pooled or already included. */
 const BENIGN_ON_RESEND = new Set(["AlreadyImported", "PriorityTooLow", "Stale", "TemporarilyBanned"]);
@@ -223,114 +253,136 @@ export class WeightsSender {
   }
 
   /** Submit and follow one signed extrinsic to a definite outcome, across reconnects. */
-  private async track(
-    api: ApiPromise,
-    t: {
-      hex: string;
-      txHash: string;
-      fromBlock: number;
-      eraDeath: number;
-      deadline: number;
-      signal: AbortSignal | undefined;
-      log: Logger;
-    },
-  ): Promise<Partial<SetWeightsResult> & Pick<SetWeightsResult, "outcome">> {
-    let resubmissions = 0;
-    let scannedTo = t.fromBlock;
-    // Set when a watch lost its socket: the node may or may not have the bytes. Sending the same
-    // signed bytes again is always safe (same hash, same nonce), so we do, once per loss.
-    let needsResend = false;
-    const aborted = () => ({
-      outcome: "aborted" as const,
-      message: "aborted by the caller; the extrinsic may still be included",
-      resubmissions,
-    });
-    const found = (b: InBlock) => ({
-      outcome: b.success ? ("included" as const) : ("failed" as const),
-      blockHash: b.blockHash,
-      blockNumber: b.blockNumber,
-      errorName: b.errorName,
-      resubmissions,
-    });
+  private async track(api: ApiPromise, t: Tracked): Promise<TrackOutcome> {
+    const s: TrackState = { resubmissions: 0, scannedTo: t.fromBlock, needsResend: false };
     let w = await this.watch(api, t.hex, t.deadline, t.signal);
     for (;;) {
-      switch (w.kind) {
-        case "inBlock":
-          try {
-            const b = await this.inBlock(api, w.blockHash, t.txHash);
-            if (b) return found(b);
-          } catch (err) {
-            t.log.warn({ err: (err as Error).message }, "chain.weights.inblock_read_failed");
-          }
-          break;
-        case "rejected":
-          // After a resend, "already pooled" or "nonce already used" means the first send landed.
-          if (resubmissions === 0 || !BENIGN_ON_RESEND.has(w.name))
-            return { outcome: "rejected", errorName: w.name, message: w.message, resubmissions };
-          break;
-        case "dropped":
-          return {
-            outcome: "rejected",
-            errorName: w.status,
-            message: `the pool reported ${w.status}`,
-            resubmissions,
-          };
-        case "aborted":
-          return aborted();
-        case "deadline":
-          return {
-            outcome: "timeout",
-            message: "no inclusion seen before the deadline; it may still land",
-            resubmissions,
-          };
-        case "disconnected":
-          needsResend = true;
-          break;
-      }
+      const verdict = await this.judgeWatch(api, w, s, t);
+      if (verdict) return verdict;
       // Lost sight of it: look for it in every block since signing, resend once per lost socket.
-      let next: WatchResult | undefined;
-      while (!next) {
-        if (t.signal?.aborted) return aborted();
-        if (performance.now() >= t.deadline)
-          return {
+      const next = await this.findOrResend(api, s, t);
+      if ("done" in next) return next.done;
+      w = next.watch;
+    }
+  }
+
+  /** What one watch's end means: a definite outcome, or undefined when the extrinsic is out of sight. */
+  private async judgeWatch(
+    api: ApiPromise,
+    w: WatchResult,
+    s: TrackState,
+    t: Tracked,
+  ): Promise<TrackOutcome | undefined> {
+    const resubmissions = s.resubmissions;
+    switch (w.kind) {
+      case "inBlock":
+        try {
+          const b = await readInBlock(api, w.blockHash, t.txHash);
+          if (b) return foundOutcome(b, resubmissions);
+        } catch (err) {
+          t.log.warn({ err: (err as Error).message }, "chain.weights.inblock_read_failed");
+        }
+        return undefined;
+      case "rejected":
+        // After a resend, "already pooled" or "nonce already used" means the first send landed.
+        if (resubmissions === 0 || !BENIGN_ON_RESEND.has(w.name))
+          return { outcome: "rejected", errorName: w.name, message: w.message, resubmissions };
+        return undefined;
+      case "dropped":
+        return {
+          outcome: "rejected",
+          errorName: w.status,
+          message: `the pool reported ${w.status}`,
+          resubmissions,
+        };
+      case "aborted":
+        return abortedOutcome(resubmissions);
+      case "deadline":
+        return {
+          outcome: "timeout",
+          message: "no inclusion seen before the deadline; it may still land",
+          resubmissions,
+        };
+      case "disconnected":
+        // The node may or may not have the bytes: sending the same signed bytes again is always
+        // safe (same hash, same nonce), so we do, once per loss.
+        s.needsResend = true;
+        return undefined;
+    }
+  }
+
+  /** Poll until the extrinsic is found, its era or the deadline ends, the signal aborts, or a resend is being watched. */
+  private async findOrResend(
+    api: ApiPromise,
+    s: TrackState,
+    t: Tracked,
+  ): Promise<{ done: TrackOutcome } | { watch: WatchResult }> {
+    for (;;) {
+      if (t.signal?.aborted) return { done: abortedOutcome(s.resubmissions) };
+      if (performance.now() >= t.deadline)
+        return {
+          done: {
             outcome: "timeout",
             message: "no inclusion found before the deadline; it may still land",
-            resubmissions,
-          };
-        try {
-          const head = (
-            await withDeadline(api.rpc.chain.getHeader(), 5_000, t.signal, "chain_request_timeout")
-          ).number.toNumber();
-          for (let n = scannedTo + 1; n <= head; n++) {
-            const b = await this.inBlock(api, (await api.rpc.chain.getBlockHash(n)).toHex(), t.txHash);
-            if (b) {
-              t.log.info({ block: n, resubmissions }, "chain.weights.found_after_reconnect");
-              return found(b);
-            }
-            scannedTo = n;
-          }
-          if (head >= t.eraDeath)
-            return {
-              outcome: "rejected",
-              errorName: "EraExpired",
-              message: "the extrinsic's era ended without inclusion",
-              resubmissions,
-            };
-          if (needsResend) {
-            needsResend = false;
-            resubmissions++;
-            t.log.warn({ resubmissions }, "chain.weights.resend");
-            next = await this.watch(api, t.hex, t.deadline, t.signal);
-            break;
-          }
-        } catch (err) {
-          if (isAbortError(err)) return aborted();
-          t.log.debug({ err: (err as Error).message }, "chain.weights.scan_failed");
-        }
-        await sleep(this.opts.pollIntervalMs, undefined, { signal: t.signal }).catch(() => undefined);
-      }
-      w = next;
+            resubmissions: s.resubmissions,
+          },
+        };
+      const step = await this.scanOnce(api, s, t);
+      if (step) return step;
+      await sleep(this.opts.pollIntervalMs, undefined, { signal: t.signal }).catch(() => undefined);
     }
+  }
+
+  /** One look at the chain: the blocks since the last look, the era, then a resend if one is owed. */
+  private async scanOnce(
+    api: ApiPromise,
+    s: TrackState,
+    t: Tracked,
+  ): Promise<{ done: TrackOutcome } | { watch: WatchResult } | undefined> {
+    try {
+      const head = (
+        await withDeadline(api.rpc.chain.getHeader(), 5_000, t.signal, "chain_request_timeout")
+      ).number.toNumber();
+      const found = await this.scanBlocks(api, s, t, head);
+      if (found) return { done: found };
+      if (head >= t.eraDeath)
+        return {
+          done: {
+            outcome: "rejected",
+            errorName: "EraExpired",
+            message: "the extrinsic's era ended without inclusion",
+            resubmissions: s.resubmissions,
+          },
+        };
+      if (s.needsResend) {
+        s.needsResend = false;
+        s.resubmissions++;
+        t.log.warn({ resubmissions: s.resubmissions }, "chain.weights.resend");
+        return { watch: await this.watch(api, t.hex, t.deadline, t.signal) };
+      }
+    } catch (err) {
+      if (isAbortError(err)) return { done: abortedOutcome(s.resubmissions) };
+      t.log.debug({ err: (err as Error).message }, "chain.weights.scan_failed");
+    }
+    return undefined;
+  }
+
+  /** Every block after the last scanned one up to `head`: the extrinsic's outcome where it is found. */
+  private async scanBlocks(
+    api: ApiPromise,
+    s: TrackState,
+    t: Tracked,
+    head: number,
+  ): Promise<TrackOutcome | undefined> {
+    for (let n = s.scannedTo + 1; n <= head; n++) {
+      const b = await readInBlock(api, (await api.rpc.chain.getBlockHash(n)).toHex(), t.txHash);
+      if (b) {
+        t.log.info({ block: n, resubmissions: s.resubmissions }, "chain.weights.found_after_reconnect");
+        return foundOutcome(b, s.resubmissions);
+      }
+      s.scannedTo = n;
+    }
+    return undefined;
   }
 
   /** submitAndWatch until InBlock/Finalized, a pool verdict, a lost socket, the deadline or the signal. */
@@ -399,87 +451,4 @@ export class WeightsSender {
         });
     });
   }
-
-  /** Where the extrinsic sits in this block and what its events say; undefined if it is not there. */
-  private async inBlock(api: ApiPromise, blockHash: string, txHash: string): Promise<InBlock | undefined> {
-    const signed = await api.rpc.chain.getBlock(blockHash);
-    const index = signed.block.extrinsics.findIndex((ex) => ex.hash.toHex() === txHash);
-    if (index < 0) return undefined;
-    const at = await api.at(blockHash);
-    const records = (await at.query.system!.events!()) as unknown as Array<{
-      phase: { isApplyExtrinsic: boolean; asApplyExtrinsic: { toNumber(): number } };
-      event: { section: string; method: string; data: Codec[] };
-    }>;
-    const mine = records.filter(
-      (r) => r.phase.isApplyExtrinsic && r.phase.asApplyExtrinsic.toNumber() === index,
-    );
-    const failed = mine.find((r) => r.event.section === "system" && r.event.method === "ExtrinsicFailed");
-    let errorName: string | undefined;
-    if (failed) errorName = dispatchErrorName(api, failed.event.data[0]!);
-    return {
-      blockHash,
-      blockNumber: signed.block.header.number.toNumber(),
-      success:
-        !failed && mine.some((r) => r.event.section === "system" && r.event.method === "ExtrinsicSuccess"),
-      errorName,
-      events: mine.map((r) => `${r.event.section}.${r.event.method}`),
-    };
-  }
-}
-
-type StatusKind =
-  | "future"
-  | "ready"
-  | "broadcast"
-  | "inBlock"
-  | "retracted"
-  | "finalityTimeout"
-  | "finalized"
-  | "usurped"
-  | "dropped"
-  | "invalid"
-  | "unknown";
-
-/** Substrate's TransactionStatus as JSON: "ready" | {"inBlock": hash} | {"finalized": hash} | "dropped" | … */
-export function extrinsicStatus(raw: unknown): { kind: StatusKind; hash?: string } {
-  const known: StatusKind[] = [
-    "future",
-    "ready",
-    "broadcast",
-    "inBlock",
-    "retracted",
-    "finalityTimeout",
-    "finalized",
-    "usurped",
-    "dropped",
-    "invalid",
-  ];
-  if (typeof raw === "string")
-    return { kind: known.includes(raw as StatusKind) ? (raw as StatusKind) : "unknown" };
-  if (raw && typeof raw === "object") {
-    const [key, value] = Object.entries(raw as Record<string, unknown>)[0] ?? [];
-    if (key && known.includes(key as StatusKind))
-      return typeof value === "string"
-        ? { kind: key as StatusKind, hash: value }
-        : { kind: key as StatusKind };
-  }
-  return { kind: "unknown" };
-}
-
-/** A DispatchError's name: module errors through the metadata of the runtime that produced them. */
-export function dispatchErrorName(api: ApiPromise, dispatchError: Codec): string {
-  const e = dispatchError as unknown as {
-    isModule: boolean;
-    asModule: Parameters<ApiPromise["registry"]["findMetaError"]>[0];
-    type: string;
-    value?: { type?: string };
-  };
-  if (e.isModule) {
-    try {
-      return api.registry.findMetaError(e.asModule).name;
-    } catch {
-      return "UnknownModuleError";
-    }
-  }
-  return e.value?.type && e.value.type !== e.type ? `${e.type}.${e.value.type}` : e.type;
 }

@@ -1,8 +1,8 @@
 /**
  * The chain: wallet keys and signing, float → u16 weights, pre-flight checks, error names, the
  * commit-reveal payload, and the @polkadot/api client (PolkadotChainClient: connect and startup
- * checks in polkadot.ts, reads in snapshot.ts, set_weights in extrinsic.ts). Import this module
- * lazily (dynamic import) from CLI handlers: it loads @polkadot/api.
+ * checks in polkadot.ts, reads in snapshot.ts, set_weights in extrinsic.ts, its inclusion read in
+ * inclusion.ts). Import this module lazily (dynamic import) from CLI handlers: it loads @polkadot/api.
  */
 export { maskUrls, polkadotOrigin, routePolkadotLogs } from "./console-bridge.js";
 export {

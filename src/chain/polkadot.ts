@@ -24,7 +24,7 @@ import type {
   SubnetSnapshot,
 } from "./types.js";
 
-export { dispatchErrorName, extrinsicStatus } from "./extrinsic.js";
+export { dispatchErrorName, extrinsicStatus } from "./inclusion.js";
 
 /** Subtensor's own signed extensions carry no data (PhantomData); declaring them silences polkadot-js. */
 const SIGNED_EXTENSIONS = {
