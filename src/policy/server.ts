@@ -121,25 +121,29 @@ function tail(text: string, lines = 40): string {
   return all.slice(-lines).join("\n");
 }
 
-/**
- * Start the policy runtime on the host and wait until it answers its health check.
- * Rejects with PolicyError `policy_exit_before_health` (message: the exit and the stderr tail) when
- * the policy dies first, `policy_health_timeout` when it never answers; InputError for a missing dir.
- */
-export async function startPolicyServer(opts: PolicyServerOptions): Promise<PolicyServer> {
-  const policyDir = resolve(opts.policyDir);
+/** The policy's directory, absolute; InputError when it is not a directory. */
+function policyDirOf(dir: string): string {
+  const policyDir = resolve(dir);
   let isDir = false;
   try {
     isDir = statSync(policyDir).isDirectory();
   } catch {
     isDir = false;
   }
-  if (!isDir) throw new InputError("policy_dir_missing", `${opts.policyDir}: not a directory`);
-  const python = findPython(opts.python).path;
-  const host = opts.host ?? "127.0.0.1";
-  const port = opts.port && opts.port > 0 ? opts.port : await freePort(host);
-  // A minimal environment: the policy (miners' code) sees what an episode gives it and nothing
-  // of this process's own (API keys included).
+  if (!isDir) throw new InputError("policy_dir_missing", `${dir}: not a directory`);
+  return policyDir;
+}
+
+/**
+ * A minimal environment: the policy (miners' code) sees what an episode gives it and nothing of
+ * this process's own (API keys included).
+ */
+function policyEnv(
+  opts: PolicyServerOptions,
+  policyDir: string,
+  host: string,
+  port: number,
+): Record<string, string> {
   const env: Record<string, string> = {
     PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     LANG: "C.UTF-8",
@@ -154,7 +158,81 @@ export async function startPolicyServer(opts: PolicyServerOptions): Promise<Poli
     DEFAULT_MODEL: opts.defaultModel ?? "qwen3.8-27b",
   };
   if (opts.token) env.EPISODE_TOKEN = opts.token;
+  return env;
+}
 
+/**
+ * The running policy process: its stdout lines (the policy log, the newest `keep`), its stderr
+ * tail, its exit, and stop(). Its own process group, so stop() reaches whatever policy.py started.
+ */
+class PolicyProcess {
+  readonly lines: string[] = [];
+  errText = "";
+  exitInfo: PolicyExit | undefined;
+  readonly exited: Promise<PolicyExit>;
+  private partial = "";
+
+  constructor(
+    child: ChildProcess,
+    readonly pid: number,
+    private readonly opts: PolicyServerOptions,
+  ) {
+    child.stdout?.setEncoding("utf8");
+    child.stderr?.setEncoding("utf8");
+    child.stdout?.on("data", (chunk: string) => this.onStdout(chunk));
+    child.stderr?.on("data", (chunk: string) => {
+      this.errText = (this.errText + chunk).slice(-STDERR_KEEP);
+      opts.onStderr?.(chunk);
+    });
+    this.exited = new Promise<PolicyExit>((resolveExit) => {
+      child.on("close", (code, signal) => resolveExit(this.onClose(code, signal)));
+    });
+    const onAbort = () => killGroup(pid, "SIGKILL");
+    opts.signal?.addEventListener("abort", onAbort, { once: true });
+    this.exited.then(() => opts.signal?.removeEventListener("abort", onAbort));
+  }
+
+  private onStdout(chunk: string): void {
+    const keep = this.opts.keepLines ?? 5000;
+    const parts = (this.partial + chunk).split("\n");
+    this.partial = parts.pop() ?? "";
+    for (const line of parts) {
+      this.lines.push(line);
+      if (this.lines.length > keep) this.lines.shift();
+      this.opts.onStdoutLine?.(line);
+    }
+  }
+
+  private onClose(code: number | null, signal: NodeJS.Signals | null): PolicyExit {
+    live.delete(this.pid);
+    killGroup(this.pid, "SIGKILL"); // anything the policy left behind
+    if (this.partial) {
+      this.lines.push(this.partial);
+      this.opts.onStdoutLine?.(this.partial);
+      this.partial = "";
+    }
+    this.exitInfo = { code, signal };
+    return this.exitInfo;
+  }
+
+  /** SIGTERM to the process group, SIGKILL after graceMs. */
+  readonly stop = async (graceMs = 5000): Promise<PolicyExit> => {
+    if (this.exitInfo) return this.exitInfo;
+    killGroup(this.pid, "SIGTERM");
+    const timer = setTimeout(() => killGroup(this.pid, "SIGKILL"), graceMs);
+    const e = await this.exited;
+    clearTimeout(timer);
+    return e;
+  };
+}
+
+/** Spawn the SDK runtime under python in its own process group, registered for the exit hook. */
+function spawnPolicy(
+  opts: PolicyServerOptions,
+  python: string,
+  policyDir: string,
+  env: Record<string, string>,
+) {
   installExitHook();
   const child: ChildProcess = spawn(python, ["-B", LAUNCHER], {
     cwd: policyDir,
@@ -165,94 +243,80 @@ export async function startPolicyServer(opts: PolicyServerOptions): Promise<Poli
   const pid = child.pid;
   if (pid === undefined) throw new PolicyError("policy_spawn_failed", `cannot start ${python}`);
   live.add(pid);
+  return new PolicyProcess(child, pid, opts);
+}
 
-  const keep = opts.keepLines ?? 5000;
-  const lines: string[] = [];
-  let partial = "";
-  let errText = "";
-  child.stdout?.setEncoding("utf8");
-  child.stderr?.setEncoding("utf8");
-  child.stdout?.on("data", (chunk: string) => {
-    const parts = (partial + chunk).split("\n");
-    partial = parts.pop() ?? "";
-    for (const line of parts) {
-      lines.push(line);
-      if (lines.length > keep) lines.shift();
-      opts.onStdoutLine?.(line);
-    }
-  });
-  child.stderr?.on("data", (chunk: string) => {
-    errText = (errText + chunk).slice(-STDERR_KEEP);
-    opts.onStderr?.(chunk);
-  });
-  let exitInfo: PolicyExit | undefined;
-  const exited = new Promise<PolicyExit>((resolveExit) => {
-    child.on("close", (code, signal) => {
-      live.delete(pid);
-      killGroup(pid, "SIGKILL"); // anything the policy left behind
-      if (partial) {
-        lines.push(partial);
-        opts.onStdoutLine?.(partial);
-        partial = "";
-      }
-      exitInfo = { code, signal };
-      resolveExit(exitInfo);
-    });
-  });
-  const onAbort = () => killGroup(pid, "SIGKILL");
-  opts.signal?.addEventListener("abort", onAbort, { once: true });
-  exited.then(() => opts.signal?.removeEventListener("abort", onAbort));
-
-  const stop = async (graceMs = 5000): Promise<PolicyExit> => {
-    if (exitInfo) return exitInfo;
-    killGroup(pid, "SIGTERM");
-    const timer = setTimeout(() => killGroup(pid, "SIGKILL"), graceMs);
-    const e = await exited;
-    clearTimeout(timer);
-    return e;
-  };
-
-  const baseUrl = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+/**
+ * Poll GET /health (a raw policy: /v1/models) until it answers 200. Throws PolicyError
+ * `policy_exit_before_health` when the process exits first, `policy_health_timeout` past the
+ * deadline (after stopping it), or the abort reason.
+ */
+async function waitForHealth(
+  p: PolicyProcess,
+  baseUrl: string,
+  port: number,
+  opts: PolicyServerOptions,
+): Promise<void> {
   const deadline = performance.now() + (opts.healthTimeoutMs ?? 30_000);
   for (;;) {
-    if (exitInfo) {
+    if (p.exitInfo) {
       throw new PolicyError(
         "policy_exit_before_health",
-        `the policy exited (${exitText(exitInfo)}) before answering its health check${errText ? `:\n${tail(errText)}` : ""}`,
-        { detail: { exit: exitInfo, stderr: errText } },
+        `the policy exited (${exitText(p.exitInfo)}) before answering its health check${p.errText ? `:\n${tail(p.errText)}` : ""}`,
+        { detail: { exit: p.exitInfo, stderr: p.errText } },
       );
     }
     if (opts.signal?.aborted) {
-      await stop(0);
+      await p.stop(0);
       throw opts.signal.reason ?? new Error("aborted");
     }
     const health = await answers(`${baseUrl}/health`);
-    if (health === 200) break;
+    if (health === 200) return;
     // A raw policy serves the OpenAI endpoints only.
-    if (health !== undefined && (await answers(`${baseUrl}/v1/models`)) === 200) break;
+    if (health !== undefined && (await answers(`${baseUrl}/v1/models`)) === 200) return;
     if (performance.now() > deadline) {
-      await stop(1000);
+      await p.stop(1000);
       throw new PolicyError(
         "policy_health_timeout",
-        `the policy did not answer GET /health or /v1/models on port ${port} within ${opts.healthTimeoutMs ?? 30_000} ms${errText ? `:\n${tail(errText)}` : ""}`,
+        `the policy did not answer GET /health or /v1/models on port ${port} within ${opts.healthTimeoutMs ?? 30_000} ms${p.errText ? `:\n${tail(p.errText)}` : ""}`,
       );
     }
-    await Promise.race([sleep(50), exited]);
+    await Promise.race([sleep(50), p.exited]);
   }
+}
 
+/** The handle over a healthy policy process. */
+function serverOf(p: PolicyProcess, baseUrl: string, port: number): PolicyServer {
+  const lines = p.lines;
   return {
     baseUrl,
     url: `${baseUrl}/v1`,
     port,
-    pid,
-    exited,
+    pid: p.pid,
+    exited: p.exited,
     logLines: () => [...lines],
     events: () => lines.map(parsePolicyLogLine).filter((e): e is PolicyLogEvent => e !== undefined),
     turns: () =>
       lines
         .map(parsePolicyLogLine)
         .filter((e): e is Extract<PolicyLogEvent, { event: "turn" }> => e?.event === "turn"),
-    stderr: () => errText,
-    stop,
+    stderr: () => p.errText,
+    stop: p.stop,
   };
+}
+
+/**
+ * Start the policy runtime on the host and wait until it answers its health check.
+ * Rejects with PolicyError `policy_exit_before_health` (message: the exit and the stderr tail) when
+ * the policy dies first, `policy_health_timeout` when it never answers; InputError for a missing dir.
+ */
+export async function startPolicyServer(opts: PolicyServerOptions): Promise<PolicyServer> {
+  const policyDir = policyDirOf(opts.policyDir);
+  const python = findPython(opts.python).path;
+  const host = opts.host ?? "127.0.0.1";
+  const port = opts.port && opts.port > 0 ? opts.port : await freePort(host);
+  const p = spawnPolicy(opts, python, policyDir, policyEnv(opts, policyDir, host, port));
+  const baseUrl = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+  await waitForHealth(p, baseUrl, port, opts);
+  return serverOf(p, baseUrl, port);
 }
