@@ -14,6 +14,7 @@ import { silentLogger } from "../../src/log.js";
 import { loadAllowlist, loadPriceTable, Meter } from "../../src/meter/index.js";
 import { loadPack, type Pack } from "../../src/pack/index.js";
 import { REPO_ROOT } from "../../src/repo.js";
+import type { EpisodeRuntimeSetting } from "../../src/sandbox/index.js";
 import type { Sandbox } from "../../src/sandbox/sandbox.js";
 import { openTestSandbox } from "./sandbox.js";
 
@@ -35,6 +36,8 @@ export async function startEpisodeRig(
     /** What the simulated models know how to do (default: the shipped scenarios' solutions). */
     simScenariosDir?: string;
     simProfile?: SimProfileOverride;
+    /** EPISODE_RUNTIME of the rig's sandbox (default: the test project's, TEST_EPISODE_RUNTIME). */
+    episodeRuntime?: EpisodeRuntimeSetting;
   } = {},
 ): Promise<EpisodeRig> {
   const log = opts.log ?? silentLogger;
@@ -56,7 +59,10 @@ export async function startEpisodeRig(
     retry: { statusStepMs: 20, streamStepMs: 20 },
     log,
   });
-  const sandbox = await openTestSandbox({ log });
+  const sandbox = await openTestSandbox({
+    log,
+    ...(opts.episodeRuntime ? { episodeRuntime: opts.episodeRuntime } : {}),
+  });
   const images = new ProjectImages(sandbox.docker, { repoRoot: REPO_ROOT, log });
   return {
     sim,
@@ -89,7 +95,7 @@ export async function shippedScenario(name: string): Promise<EpisodeScenario> {
   const task = parseToml(await readFile(join(dir, "task.toml"), "utf8")) as {
     agent?: { timeout_sec?: number };
     verifier?: { timeout_sec?: number; agent_output_path?: string; report?: "harness" | "files" };
-    metadata?: { null_floor?: number; tests?: number };
+    metadata?: { null_floor?: number; tests?: number; not_under_gvisor?: string };
   };
   return {
     name,
@@ -102,7 +108,11 @@ export async function shippedScenario(name: string): Promise<EpisodeScenario> {
         agent_output_path: task.verifier!.agent_output_path!,
         report: task.verifier?.report ?? "harness",
       },
-      metadata: { null_floor: task.metadata?.null_floor, tests: task.metadata?.tests },
+      metadata: {
+        null_floor: task.metadata?.null_floor,
+        tests: task.metadata?.tests,
+        not_under_gvisor: task.metadata?.not_under_gvisor,
+      },
     },
   };
 }

@@ -30,11 +30,16 @@ import {
   shippedScenario,
   startEpisodeRig,
 } from "../helpers/episode.js";
-import { countLabelled } from "../helpers/sandbox.js";
+import { countLabelled, TEST_EPISODE_RUNTIME } from "../helpers/sandbox.js";
 
 const FORGERIES = join(REPO_ROOT, "test/fixtures/forgeries");
 const MODEL = "glm-5.3-flash";
 const MiB = 1024 * 1024;
+/**
+ * The `gvisor` project runs this file as production does with gVisor on the engine: `auto`, so each
+ * scenario gets the runtime its episodes get (gVisor, runc where task.toml says `not_under_gvisor`).
+ */
+const UNDER_GVISOR = TEST_EPISODE_RUNTIME !== "runc";
 
 /** One forgery: the file it makes the model write, at the scenario's deliverable path. */
 interface Forgery {
@@ -99,11 +104,14 @@ beforeAll(async () => {
     );
   }
   rig = await startEpisodeRig({
+    episodeRuntime: UNDER_GVISOR ? "auto" : "runc",
     seed: 11,
     simScenariosDir: sim,
     simProfile: { models: { [MODEL]: { skill: 1, malformed_tool_json_rate: 0 } } },
   });
   expect(rig.sim.scenarios.sort()).toEqual(FORGERY_LIST.map((f) => f.name).sort());
+  expect(rig.sandbox.episodeRuntime?.gvisor ?? false).toBe(UNDER_GVISOR);
+  for (const s of [git, hole]) expect(rig.sandbox.runtimeFor(s)).toBe(UNDER_GVISOR ? "runsc" : "runc");
   await Promise.all([
     rig.images.sidecar(),
     rig.images.scenario(git),
@@ -148,9 +156,9 @@ async function forge(name: string): Promise<EpisodeResult> {
   return r;
 }
 
-/** The deliverable graded alone, without an episode. */
+/** The deliverable graded alone, without an episode, under the runtime the scenario's episodes get. */
 async function grade(s: EpisodeScenario, deliverable: Buffer, label: string): Promise<GradeResult> {
-  const scope = rig.sandbox.openScope(`forgery-${label}-${Date.now().toString(36)}`, 20 * 60_000);
+  const scope = rig.sandbox.openScope(`forgery-${label}-${Date.now().toString(36)}`, 20 * 60_000, s);
   try {
     return await gradeDeliverable({
       docker: rig.sandbox.docker,
@@ -187,6 +195,9 @@ describe("a deliverable that forges its grade scores what it earns honestly", ()
   );
 
   it("bounded-async-runner: a runner that ignores -j and rewrites the record scores as without the rewrite", async () => {
+    // It declares it cannot run under gVisor (SO_PEERCRED): its episode and its twin run under runc.
+    expect(runner.task.metadata?.not_under_gvisor).toBeTruthy();
+    expect(rig.sandbox.runtimeFor(runner)).toBe("runc");
     const r = await forge("runner-fake-record");
     const file = await readFile(join(FORGERIES, "runner-fake-record", "runner.py"), "utf8");
     const honest = file.replace(/^FORGE = True$/m, "FORGE = False");
@@ -230,14 +241,23 @@ describe("a deliverable that forges its grade scores what it earns honestly", ()
     expect(r.quality).toBe(0);
     expect(r.quality).toBe(hole.task.metadata!.null_floor);
     const log = await verifierLog(r);
-    // It did run as root, and found no key: not in the grader's memory, environment or fds.
+    // It did run as root, and found no key: the key lives only in the grader's non-dumpable
+    // memory, which neither /proc/PID/mem nor ptrace reaches without CAP_SYS_PTRACE, under both runtimes.
     const probe = JSON.parse(
       log
         .split("\n")
         .find((l) => l.startsWith("PROBE "))!
         .slice(6),
     );
-    expect(probe).toMatchObject({ uid: 0, environ: "denied", mem: "denied", fd: "denied", stdin_bytes: 0 });
+    console.log(`root probe: ${JSON.stringify(probe)}`);
+    expect(probe).toMatchObject({ uid: 0, mem: "denied", ptrace: "denied", key_like: 0, stdin_bytes: 0 });
+    // Linux also denies a non-dumpable process's environ and fd links (ptrace access check). gVisor
+    // (Debian's runsc 20221219) checks only the files' modes there (root's, 0444), so a root
+    // deliverable reads them. Nothing there is of use: the environment is the container's own,
+    // which root reads in /proc/1/environ under runc too, fd 0 is /dev/null once the harness has
+    // taken the key, and the others are files root can open anyway or the deliverable's own
+    // stdio. The verdict does not move: verifier_killed, 0, under both (src/sandbox/README.md, gVisor).
+    if (!UNDER_GVISOR) expect(probe).toMatchObject({ environ: "denied", fd: "denied" });
     expect(log).toMatch(/^@@TRAJRL-REPORT v1 0{64} /m);
   }, 600_000);
 

@@ -39,6 +39,42 @@ def world_writable_places():
     return [p for p in writable_places() if os.lstat(p).st_mode & stat.S_IWOTH]
 
 
+# Where the kernel lists no System V IPC object (gVisor: no /proc/sysvipc, and SHM_INFO/SHM_STAT
+# do not enumerate), `ipcrm --all` removes nothing. There, ids are handed out in increasing order
+# from 1, so the agent user creates one object of each kind, removes every id from where the last
+# sweep stopped up to it, and the sweep stays proportional to the ids the deliverable used.
+IPC_SWEEP = r"""
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+rmid = {"shm": lambda i: libc.shmctl(i, 0, None), "msg": lambda i: libc.msgctl(i, 0, None),
+        "sem": lambda i: libc.semctl(i, 0, 0)}
+new = {"shm": lambda: libc.shmget(0, 1, 0o1600), "msg": lambda: libc.msgget(0, 0o1600),
+       "sem": lambda: libc.semget(0, 1, 0o1600)}
+for kind, start in zip(("shm", "msg", "sem"), map(int, sys.argv[1:])):
+    top = new[kind]()
+    if top < 0 or top - start > (1 << 20):
+        print(kind, -1)
+        continue
+    for i in range(start, top + 1):
+        rmid[kind](i)
+    print(kind, top)
+"""
+IPC_SWEPT = {"shm": 0, "msg": 0, "sem": 0}
+
+
+def remove_unlisted_ipc():
+    if os.path.exists("/proc/sysvipc/shm"):
+        return
+    kinds = ("shm", "msg", "sem")
+    r = run(["python3", "-c", IPC_SWEEP] + [str(IPC_SWEPT[k]) for k in kinds], timeout=120)
+    done = dict(line.split() for line in r.out.decode().splitlines() if line.count(" ") == 1)
+    for k in kinds:
+        top = int(done.get(k, -1))
+        # An id space the sweep cannot cover (or a sweep that did not finish) fails the round trip.
+        expect(not r.timed_out and top >= 0, "System V IPC objects left that the grader cannot remove")
+        IPC_SWEPT[k] = top
+
+
 def scrub(places):
     """Delete everything the agent user created since the harness locked the image down."""
     if not IS_ROOT:
@@ -47,6 +83,7 @@ def scrub(places):
     # System V shared memory, semaphores and message queues outlive their creator; only their
     # owner (or CAP_SYS_ADMIN, which the verifier does not have) may remove them.
     run(["ipcrm", "--all"], timeout=10)
+    remove_unlisted_ipc()
     for place in places:
         for root, dirs, files in os.walk(place, topdown=False):
             for n in files + dirs:
