@@ -5,7 +5,7 @@
  * that raises or compares it.
  */
 export const ERROR_CODES = [
-  // bench/
+  // src/bench/
   "agent_bundle_failed",
   "bench_probe_failed",
   "bench_probe_malformed",

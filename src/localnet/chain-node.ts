@@ -27,7 +27,17 @@ import {
   type PoolTx,
   type ReceivedExtrinsic,
 } from "./chain-extrinsics.js";
-import { NOTIFY, RpcError, runtimeVersionOf, SUPPORTED, type Sub, stateCall } from "./chain-rpc.js";
+import {
+  FIXED_ANSWERS,
+  methodNotFound,
+  NOTIFY,
+  RpcError,
+  runtimeVersionOf,
+  SUBSCRIBE_METHODS,
+  type Sub,
+  stateCall,
+  UNSUBSCRIBE_METHODS,
+} from "./chain-rpc.js";
 import { ChainState, type FakeSubnetSpec, type SubnetState } from "./chain-state.js";
 import { type ChainContext, FakeRuntime, type FixtureName, loadFixture } from "./subtensor-runtime.js";
 
@@ -373,27 +383,62 @@ export class FakeSubtensorNode {
     }
   }
 
+  /** One JSON-RPC call: routed by family (fixed answers, system, subscriptions, chain, state, author). */
   private handle(ws: WebSocket, method: string, params: unknown[]): unknown {
-    const f = this.runtime.fixture;
+    const fixed = FIXED_ANSWERS.get(method);
+    if (fixed) return fixed();
+    if (method.startsWith("system_")) return this.handleSystem(method, params);
+    if (UNSUBSCRIBE_METHODS.has(method)) return this.subs.delete(String(params[0]));
+    if (SUBSCRIBE_METHODS.has(method)) return this.handleSubscribe(ws, method, params);
+    if (method.startsWith("chain_")) return this.handleChain(method, params);
+    if (method.startsWith("state_")) return this.handleState(method, params);
+    if (method === "author_submitExtrinsic") return this.submit(String(params[0])).parsed.hash;
+    if (method === "author_pendingExtrinsics") return this.pool.map((t) => t.parsed.hex);
+    throw methodNotFound(method);
+  }
+
+  private handleSystem(method: string, params: unknown[]): unknown {
+    if (method === "system_chain") return this.runtime.fixture.chainName;
+    if (method !== "system_accountNextIndex") throw methodNotFound(method);
+    const pk = u8aToHex(decodeAddress(String(params[0])));
+    return (this.state.nonces.get(pk) ?? 0) + this.pool.filter((t) => t.parsed.signerPublicKey === pk).length;
+  }
+
+  /** A subscription: its id now, its first notification on the next turn of the loop. */
+  private handleSubscribe(ws: WebSocket, method: string, params: unknown[]): string {
+    if (method === "state_subscribeStorage") {
+      const keys = (params[0] as string[] | undefined) ?? [];
+      const sid = this.subscribe(ws, "storage", { keys });
+      setImmediate(() => {
+        const s = this.subs.get(sid);
+        if (s) this.notify(s, this.storageChange(this.blocks.at(-1)!, keys));
+      });
+      return sid;
+    }
+    if (method === "state_subscribeRuntimeVersion" || method === "chain_subscribeRuntimeVersion") {
+      const sid = this.subscribe(ws, "runtimeVersion");
+      setImmediate(() =>
+        this.notify(
+          this.subs.get(sid) ?? ({ ws, id: sid, kind: "runtimeVersion" } as Sub),
+          runtimeVersionOf(this.runtime.fixture),
+        ),
+      );
+      return sid;
+    }
+    const kind = method.includes("All")
+      ? "allHead"
+      : /Finali[sz]ed/.test(method)
+        ? "finalizedHead"
+        : "newHead";
+    const sid = this.subscribe(ws, kind);
+    setImmediate(() =>
+      this.notify(this.subs.get(sid) ?? ({ ws, id: sid, kind } as Sub), this.blocks.at(-1)!.header),
+    );
+    return sid;
+  }
+
+  private handleChain(method: string, params: unknown[]): unknown {
     switch (method) {
-      case "rpc_methods":
-        return { version: 1, methods: [...SUPPORTED] };
-      case "system_chain":
-        return f.chainName;
-      case "system_name":
-        return "fake-subtensor";
-      case "system_version":
-        return "0.0.0-fake";
-      case "system_properties":
-        return { ss58Format: 42, tokenDecimals: 9, tokenSymbol: "TAO" };
-      case "system_health":
-        return { peers: 1, isSyncing: false, shouldHavePeers: true };
-      case "system_accountNextIndex": {
-        const pk = u8aToHex(decodeAddress(String(params[0])));
-        return (
-          (this.state.nonces.get(pk) ?? 0) + this.pool.filter((t) => t.parsed.signerPublicKey === pk).length
-        );
-      }
       case "chain_getBlockHash": {
         const n = params[0];
         if (n === undefined || n === null) return this.head.hash;
@@ -408,60 +453,22 @@ export class FakeSubtensorNode {
         const b = params[0] ? this.byHash.get(String(params[0])) : this.blocks.at(-1);
         return b ? { block: { header: b.header, extrinsics: b.extrinsics }, justifications: null } : null;
       }
-      case "chain_subscribeNewHeads":
-      case "chain_subscribeNewHead":
-      case "chain_subscribeAllHeads":
-      case "chain_subscribeFinalizedHeads":
-      case "chain_subscribeFinalisedHeads": {
-        const kind = method.includes("All")
-          ? "allHead"
-          : /Finali[sz]ed/.test(method)
-            ? "finalizedHead"
-            : "newHead";
-        const sid = this.subscribe(ws, kind);
-        setImmediate(() =>
-          this.notify(this.subs.get(sid) ?? ({ ws, id: sid, kind } as Sub), this.blocks.at(-1)!.header),
-        );
-        return sid;
-      }
-      case "state_subscribeRuntimeVersion":
-      case "chain_subscribeRuntimeVersion": {
-        const sid = this.subscribe(ws, "runtimeVersion");
-        setImmediate(() =>
-          this.notify(
-            this.subs.get(sid) ?? ({ ws, id: sid, kind: "runtimeVersion" } as Sub),
-            runtimeVersionOf(this.runtime.fixture),
-          ),
-        );
-        return sid;
-      }
-      case "state_subscribeStorage": {
-        const keys = (params[0] as string[] | undefined) ?? [];
-        const sid = this.subscribe(ws, "storage", { keys });
-        setImmediate(() => {
-          const s = this.subs.get(sid);
-          if (s) this.notify(s, this.storageChange(this.blocks.at(-1)!, keys));
-        });
-        return sid;
-      }
-      case "chain_unsubscribeNewHeads":
-      case "chain_unsubscribeNewHead":
-      case "chain_unsubscribeAllHeads":
-      case "chain_unsubscribeFinalizedHeads":
-      case "chain_unsubscribeFinalisedHeads":
-      case "state_unsubscribeRuntimeVersion":
-      case "chain_unsubscribeRuntimeVersion":
-      case "state_unsubscribeStorage":
-      case "author_unwatchExtrinsic":
-        return this.subs.delete(String(params[0]));
-      case "state_getRuntimeVersion":
       case "chain_getRuntimeVersion":
         return runtimeVersionOf(this.runtime.fixture);
+      default:
+        throw methodNotFound(method);
+    }
+  }
+
+  private handleState(method: string, params: unknown[]): unknown {
+    const f = this.runtime.fixture;
+    switch (method) {
+      case "state_getRuntimeVersion":
+        return runtimeVersionOf(f);
       case "state_getMetadata":
         return f.metadata;
-      case "state_call": {
+      case "state_call":
         return stateCall(f, String(params[0]), params[1]);
-      }
       case "state_getStorage":
       case "state_getStorageAt":
         return this.blockAt(params[1]).storage.get(String(params[0])) ?? null;
@@ -477,14 +484,8 @@ export class FakeSubtensorNode {
           .sort();
         return keys.slice(0, Number(count));
       }
-      case "author_submitExtrinsic":
-        return this.submit(String(params[0])).parsed.hash;
-      case "author_pendingExtrinsics":
-        return this.pool.map((t) => t.parsed.hex);
-      case "payment_queryInfo":
-        return { weight: { ref_time: 100_000, proof_size: 0 }, class: "normal", partialFee: "0" };
       default:
-        throw new RpcError(-32601, `Method not found: ${method}`);
+        throw methodNotFound(method);
     }
   }
 }

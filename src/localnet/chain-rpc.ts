@@ -102,3 +102,43 @@ export const SUPPORTED = [
   "system_properties",
   "system_version",
 ];
+
+/** The methods that open a subscription (its id now, a first notification next turn). */
+export const SUBSCRIBE_METHODS = new Set([
+  "chain_subscribeNewHeads",
+  "chain_subscribeNewHead",
+  "chain_subscribeAllHeads",
+  "chain_subscribeFinalizedHeads",
+  "chain_subscribeFinalisedHeads",
+  "state_subscribeRuntimeVersion",
+  "chain_subscribeRuntimeVersion",
+  "state_subscribeStorage",
+]);
+
+/** The methods that close one (they answer whether it existed). */
+export const UNSUBSCRIBE_METHODS = new Set([
+  "chain_unsubscribeNewHeads",
+  "chain_unsubscribeNewHead",
+  "chain_unsubscribeAllHeads",
+  "chain_unsubscribeFinalizedHeads",
+  "chain_unsubscribeFinalisedHeads",
+  "state_unsubscribeRuntimeVersion",
+  "chain_unsubscribeRuntimeVersion",
+  "state_unsubscribeStorage",
+  "author_unwatchExtrinsic",
+]);
+
+export const methodNotFound = (method: string) => new RpcError(-32601, `Method not found: ${method}`);
+
+/** The calls whose answer depends on nothing the node holds. */
+export const FIXED_ANSWERS = new Map<string, () => unknown>([
+  ["rpc_methods", () => ({ version: 1, methods: [...SUPPORTED] })],
+  ["system_name", () => "fake-subtensor"],
+  ["system_version", () => "0.0.0-fake"],
+  ["system_properties", () => ({ ss58Format: 42, tokenDecimals: 9, tokenSymbol: "TAO" })],
+  ["system_health", () => ({ peers: 1, isSyncing: false, shouldHavePeers: true })],
+  [
+    "payment_queryInfo",
+    () => ({ weight: { ref_time: 100_000, proof_size: 0 }, class: "normal", partialFee: "0" }),
+  ],
+]);

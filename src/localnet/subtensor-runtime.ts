@@ -179,6 +179,19 @@ function readEra(bytes: Uint8Array, current: number) {
   return { length: 2, era: { period, phase, birth } };
 }
 
+type SignedExtension = FakeRuntime["metadata"]["asV14"]["extrinsic"]["signedExtensions"][number];
+
+/** What a signed extrinsic's extensions carry: their bytes in order and the values the pool reads. */
+interface ExtensionsRead {
+  extraParts: Uint8Array[];
+  additionalParts: Uint8Array[];
+  nonce?: number;
+  tip?: bigint;
+  era: ParsedExtrinsic["era"];
+  /** Where the call starts in the body. */
+  end: number;
+}
+
 /**
  * Parse a v4 extrinsic by hand and verify its sr25519 signature over
  * call ‖ extra ‖ additional, where extra/additional come from the metadata's signed
@@ -202,77 +215,10 @@ export function parseAndVerify(rt: FakeRuntime, hex: string, ctx: ChainContext):
       signatureValid: false,
       verifyError: "unsigned",
     };
-  let p = 1;
-  if (body[p] !== 0x00) throw new Error("only MultiAddress::Id signers are supported");
-  const signerPk = body.subarray(p + 1, p + 33);
-  p += 33;
-  const sigType = body[p]!;
-  if (sigType !== 0x01) throw new Error(`signature type ${sigType} is not sr25519`);
-  const signature = body.subarray(p + 1, p + 65);
-  p += 65;
-  const exts = rt.metadata.asV14.extrinsic.signedExtensions;
-  const extraParts: Uint8Array[] = [];
-  const additionalParts: Uint8Array[] = [];
-  let nonce: number | undefined;
-  let tip: bigint | undefined;
-  let era: ParsedExtrinsic["era"];
-  let metadataHashMode = 0;
-  for (const ext of exts) {
-    const id = ext.identifier.toString();
-    const extraType = rt.registry.createLookupType(ext.type);
-    const rest = body.subarray(p);
-    let extra: Uint8Array;
-    if (id === "CheckMortality") {
-      const e = readEra(rest, ctx.currentBlock);
-      extra = rest.subarray(0, e.length);
-      era = e.era;
-    } else {
-      const codec = rt.registry.createTypeUnsafe<Codec>(extraType, [rest]);
-      extra = rest.subarray(0, codec.encodedLength);
-      if (id === "CheckNonce") nonce = compactFromU8a(extra)[1].toNumber();
-      if (id === "ChargeTransactionPayment") tip = BigInt(compactFromU8a(extra)[1].toString());
-      if (id === "CheckMetadataHash") metadataHashMode = extra[0] ?? 0;
-    }
-    extraParts.push(extra);
-    p += extra.length;
-    const u32 = (n: number) => {
-      const b = new Uint8Array(4);
-      new DataView(b.buffer).setUint32(0, n, true);
-      return b;
-    };
-    switch (id) {
-      case "CheckSpecVersion":
-        additionalParts.push(u32(ctx.specVersion));
-        break;
-      case "CheckTxVersion":
-        additionalParts.push(u32(ctx.txVersion));
-        break;
-      case "CheckGenesis":
-        additionalParts.push(hexToU8a(ctx.genesisHash));
-        break;
-      case "CheckMortality": {
-        if (!era || "immortal" in era) additionalParts.push(hexToU8a(ctx.genesisHash));
-        else {
-          const h = ctx.blockHashAt(era.birth);
-          if (!h) throw new Error(`ancient birth block ${era.birth}`);
-          additionalParts.push(hexToU8a(h));
-        }
-        break;
-      }
-      case "CheckMetadataHash":
-        if (metadataHashMode !== 0)
-          throw new Error("CheckMetadataHash mode Enabled is not supported by the fake");
-        additionalParts.push(Uint8Array.of(0));
-        break;
-      default: {
-        const add = rt.metadata.asV14.lookup.getTypeDef(ext.additionalSigned).type;
-        if (add !== "Null" && add !== "()")
-          throw new Error(`unknown signed extension ${id} with additional ${add}`);
-      }
-    }
-  }
-  const call = body.subarray(p);
-  const payload = u8aConcat(call, ...extraParts, ...additionalParts);
+  const { signerPk, signature } = readSigner(body);
+  const exts = readExtensions(rt, body, 1 + 33 + 65, ctx);
+  const call = body.subarray(exts.end);
+  const payload = u8aConcat(call, ...exts.extraParts, ...exts.additionalParts);
   const message = payload.length > 256 ? blake2AsU8a(payload, 256) : payload;
   const signatureValid = sr25519Verify(message, signature, signerPk);
   return {
@@ -281,12 +227,91 @@ export function parseAndVerify(rt: FakeRuntime, hex: string, ctx: ChainContext):
     signed: true,
     signer: encodeAddress(signerPk, 42),
     signerPublicKey: u8aToHex(signerPk),
-    nonce,
-    tip,
-    era,
+    nonce: exts.nonce,
+    tip: exts.tip,
+    era: exts.era,
     call,
     signingPayload: u8aToHex(payload),
     signatureValid,
     ...(signatureValid ? {} : { verifyError: "bad signature" }),
   };
+}
+
+/** The signer (MultiAddress::Id only) and its sr25519 signature, right after the version byte. */
+function readSigner(body: Uint8Array): { signerPk: Uint8Array; signature: Uint8Array } {
+  let p = 1;
+  if (body[p] !== 0x00) throw new Error("only MultiAddress::Id signers are supported");
+  const signerPk = body.subarray(p + 1, p + 33);
+  p += 33;
+  const sigType = body[p]!;
+  if (sigType !== 0x01) throw new Error(`signature type ${sigType} is not sr25519`);
+  return { signerPk, signature: body.subarray(p + 1, p + 65) };
+}
+
+/** Each signed extension in metadata order: its extra bytes from the body, then its additional-signed bytes. */
+function readExtensions(rt: FakeRuntime, body: Uint8Array, start: number, ctx: ChainContext): ExtensionsRead {
+  const read: ExtensionsRead = { extraParts: [], additionalParts: [], era: undefined, end: start };
+  for (const ext of rt.metadata.asV14.extrinsic.signedExtensions) {
+    const id = ext.identifier.toString();
+    const rest = body.subarray(read.end);
+    let extra: Uint8Array;
+    let metadataHashMode = 0;
+    if (id === "CheckMortality") {
+      const e = readEra(rest, ctx.currentBlock);
+      extra = rest.subarray(0, e.length);
+      read.era = e.era;
+    } else {
+      const codec = rt.registry.createTypeUnsafe<Codec>(rt.registry.createLookupType(ext.type), [rest]);
+      extra = rest.subarray(0, codec.encodedLength);
+      if (id === "CheckNonce") read.nonce = compactFromU8a(extra)[1].toNumber();
+      if (id === "ChargeTransactionPayment") read.tip = BigInt(compactFromU8a(extra)[1].toString());
+      if (id === "CheckMetadataHash") metadataHashMode = extra[0] ?? 0;
+    }
+    read.extraParts.push(extra);
+    read.end += extra.length;
+    const additional = additionalSigned(rt, ext, id, ctx, read.era, metadataHashMode);
+    if (additional) read.additionalParts.push(additional);
+  }
+  return read;
+}
+
+const u32le = (n: number) => {
+  const b = new Uint8Array(4);
+  new DataView(b.buffer).setUint32(0, n, true);
+  return b;
+};
+
+/** One extension's additional-signed bytes (what the signer signs but does not send); undefined when none. */
+function additionalSigned(
+  rt: FakeRuntime,
+  ext: SignedExtension,
+  id: string,
+  ctx: ChainContext,
+  era: ParsedExtrinsic["era"],
+  metadataHashMode: number,
+): Uint8Array | undefined {
+  switch (id) {
+    case "CheckSpecVersion":
+      return u32le(ctx.specVersion);
+    case "CheckTxVersion":
+      return u32le(ctx.txVersion);
+    case "CheckGenesis":
+      return hexToU8a(ctx.genesisHash);
+    case "CheckMortality": {
+      if (!era || "immortal" in era) return hexToU8a(ctx.genesisHash);
+      const h = ctx.blockHashAt(era.birth);
+      if (!h) throw new Error(`ancient birth block ${era.birth}`);
+      return hexToU8a(h);
+    }
+    case "CheckMetadataHash":
+      if (metadataHashMode !== 0)
+        throw new Error("CheckMetadataHash mode Enabled is not supported by the fake");
+      return Uint8Array.of(0);
+    default: {
+      const add = rt.metadata.asV14.lookup.getTypeDef(ext.additionalSigned).type;
+      if (add !== "Null" && add !== "()")
+        throw new Error(`unknown signed extension ${id} with additional ${add}`);
+      return undefined;
+    }
+  }
 }

@@ -25,9 +25,9 @@ import { packTar } from "../../src/sandbox/index.js";
 import { requireDocker } from "../helpers/docker.js";
 import { REPO_ROOT, SCENARIOS_DIR } from "../helpers/episode.js";
 import { leftoversOf, runEvalCli } from "../helpers/eval-cli.js";
+import { pushOfflineBench, REGISTRY, untag } from "../helpers/registry.js";
 
 const RUN = randomBytes(4).toString("hex");
-const REGISTRY = `127.0.0.1:${process.env.TRAJRL_REGISTRY_PORT ?? "5000"}`;
 const TARGET = `${REGISTRY}/trajrl-e2e`;
 const TAG = `e${RUN}`;
 const SCENARIOS = ["access-log-regex", "binary-flag-hunt"];
@@ -43,13 +43,6 @@ const pids: number[] = [];
 
 const baseRef = () => `${TARGET}/sandbox-agent:${TAG}`;
 const digestOf = (name: string) => built.scenarios.find((s) => s.name === name)!.digest!;
-
-async function untag(ref: string): Promise<void> {
-  await docker
-    .getImage(ref)
-    .remove({ noprune: true })
-    .catch(() => undefined);
-}
 
 interface EvalJson {
   label: string;
@@ -104,17 +97,8 @@ function filesHolding(dir: string, needle: string): string[] {
 
 beforeAll(async () => {
   docker = await requireDocker();
-  const answer = await fetch(`http://${REGISTRY}/v2/`).catch((err: Error) => err);
-  if (answer instanceof Error || answer.status !== 200)
-    throw new Error(`no registry answers on ${REGISTRY}; run: bash scripts/registry-up.sh`);
-  built = await new OfflineBench(docker, { repoRoot: REPO_ROOT }).build({
-    target: TARGET,
-    tag: TAG,
-    scenarios: SCENARIOS,
-    push: true,
-  });
   // The local copies go: everything the evaluation runs comes from the registry.
-  for (const ref of [built.base.ref, ...built.scenarios.map((s) => s.ref)]) await untag(ref);
+  built = await pushOfflineBench(docker, { target: TARGET, tag: TAG, scenarios: SCENARIOS });
   specsFile = join(mkdtempSync(join(tmpdir(), "bench-specs-")), "subnet-specs.json");
   writeFileSync(
     specsFile,
@@ -132,7 +116,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await sim?.close();
   for (const ref of [built?.base.ref, ...(built?.scenarios ?? []).map((s) => s.ref)])
-    if (ref) await untag(ref);
+    if (ref) await untag(docker, ref);
 });
 
 describe("eval --bench: trajrl-bench pulled from a registry", () => {
@@ -212,7 +196,7 @@ describe("eval --bench: trajrl-bench pulled from a registry", () => {
     );
     const pushed = await new OfflineBench(docker, { repoRoot: REPO_ROOT }).push(ref);
     expect(pushed).not.toBe(digestOf(changed!));
-    await untag(ref);
+    await untag(docker, ref);
 
     const third = await evalBench(baseRef());
     expect(third.code, third.stderr.slice(-2000)).toBe(0);
@@ -233,7 +217,7 @@ describe("eval --bench: trajrl-bench pulled from a registry", () => {
     await docker.getImage(built.base.cacheRef).tag({ repo: `${TARGET}/sandbox-agent`, tag: tag2 });
     await new OfflineBench(docker, { repoRoot: REPO_ROOT }).push(bare);
     const r = await evalBench(bare);
-    await untag(bare);
+    await untag(docker, bare);
     expect(r.code).toBe(1);
     const [result] = parseEval(r.stdout);
     expect(result).toMatchObject({ kind: "discarded", code: "image_missing" });

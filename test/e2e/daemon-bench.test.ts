@@ -16,14 +16,14 @@ import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import type Docker from "dockerode";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type BenchBuildResult, OfflineBench } from "../../src/bench/index.js";
+import type { BenchBuildResult } from "../../src/bench/index.js";
 import { FakePlatform } from "../fakes/platform.js";
 import { startSubnet, testEnv, until, writeWallet } from "../helpers/daemon.js";
 import { requireDocker } from "../helpers/docker.js";
 import { REPO_ROOT } from "../helpers/episode.js";
+import { pushOfflineBench, REGISTRY, untag } from "../helpers/registry.js";
 
 const RUN = randomBytes(4).toString("hex");
-const REGISTRY = `127.0.0.1:${process.env.TRAJRL_REGISTRY_PORT ?? "5000"}`;
 const TARGET = `${REGISTRY}/trajrl-e2e`;
 const TAG = `d${RUN}`;
 const SCENARIOS = ["binary-flag-hunt", "access-log-regex"];
@@ -36,13 +36,6 @@ const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!().catch(() => {});
 });
-
-async function untag(ref: string) {
-  await docker
-    .getImage(ref)
-    .remove({ noprune: true })
-    .catch(() => undefined);
-}
 
 function startRun(env: Record<string, string>): {
   child: ChildProcess;
@@ -82,16 +75,8 @@ async function world(extra: Record<string, string>) {
 
 beforeAll(async () => {
   docker = await requireDocker();
-  const answer = await fetch(`http://${REGISTRY}/v2/`).catch((err: Error) => err);
-  if (answer instanceof Error || answer.status !== 200)
-    throw new Error(`no registry answers on ${REGISTRY}; run: bash scripts/registry-up.sh`);
-  built = await new OfflineBench(docker, { repoRoot: REPO_ROOT }).build({
-    target: TARGET,
-    tag: TAG,
-    scenarios: SCENARIOS,
-    push: true,
-  });
-  for (const ref of [built.base.ref, ...built.scenarios.map((s) => s.ref)]) await untag(ref);
+  // The local copies go: everything the evaluation runs comes from the registry.
+  built = await pushOfflineBench(docker, { target: TARGET, tag: TAG, scenarios: SCENARIOS });
   specsFile = join(mkdtempSync(join(tmpdir(), "daemon-specs-")), "subnet-specs.json");
   writeFileSync(
     specsFile,
@@ -104,7 +89,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const ref of [built?.base.ref, ...(built?.scenarios ?? []).map((s) => s.ref)])
-    if (ref) await untag(ref);
+    if (ref) await untag(docker, ref);
 });
 
 describe("the daemon on the subnet's benchmark", () => {

@@ -108,3 +108,22 @@ export function folderCycles(edges: readonly Pick<Edge, "from" | "to">[]): strin
   for (const v of [...adj.keys()].sort()) if (!index.has(v)) visit(v);
   return groups.sort((a, b) => a[0]!.localeCompare(b[0]!));
 }
+
+/** The src folders (by name) whose entries lack a README.md. */
+export function foldersWithoutReadme(folders: ReadonlyMap<string, readonly string[]>): string[] {
+  return [...folders].filter(([, entries]) => !entries.includes("README.md")).map(([name]) => name);
+}
+
+/** The text of a Markdown document's `## Layout` section (up to the next `## ` heading); "" when absent. */
+export function layoutSection(readme: string): string {
+  const start = readme.search(/^## Layout\s*$/m);
+  if (start < 0) return "";
+  const rest = readme.slice(start + "## Layout".length);
+  const end = rest.search(/^## /m);
+  return end < 0 ? rest : rest.slice(0, end);
+}
+
+/** The src folders the layout does not name as `src/NAME/`. */
+export function foldersMissingFromLayout(layout: string, folders: readonly string[]): string[] {
+  return folders.filter((name) => !layout.includes(`src/${name}/`));
+}

@@ -25,11 +25,11 @@ import { execIn, getPath, packTar, putFiles, readLogs } from "../../src/sandbox/
 import { loadCatalogue, type Scenario } from "../../src/scenarios/index.js";
 import { VERSION } from "../../src/version.js";
 import { requireDocker } from "../helpers/docker.js";
+import { REGISTRY } from "../helpers/registry.js";
 import { type ScriptedModel, startScriptedModel } from "../helpers/scripted-model.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const RUN = randomBytes(4).toString("hex");
-const REGISTRY = `127.0.0.1:${process.env.TRAJRL_REGISTRY_PORT ?? "5000"}`;
 // A fixed namespace keeps the base's content hash (it names the scenario images) the same from run
 // to run, so the build cache holds; each run pushes its own tag.
 const NAMESPACE = "trajrl-bench-test";

@@ -4,7 +4,7 @@
  * loop of the daemon beside it) for ~25 s. The test keeps no clock bound: it compares the loop's
  * longest stall (monitorEventLoopDelay) and the slowest /health probe with the call's own duration,
  * measured in the same run. When the body is priced on the loop, the stall is most of the call;
- * off it, a small part. Absolute figures: `npx tsx bench/meter-pricing.ts`.
+ * off it, a small part. Absolute figures: `npx tsx benchmarks/meter-pricing.ts`.
  */
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { Agent, request } from "undici";

@@ -24,6 +24,7 @@ import { runEpisode } from "../../src/episode/episode.js";
 import type { EpisodeResult, EpisodeScenario, RunEpisodeOptions } from "../../src/episode/types.js";
 import { type EpisodeRig, packOf, REPO_ROOT, shippedScenario, startEpisodeRig } from "../helpers/episode.js";
 import { countLabelled } from "../helpers/sandbox.js";
+import { scriptSkill } from "../helpers/skills.js";
 
 const MODEL = "glm-5.3-flash";
 const GiB = 1024 ** 3;
@@ -48,19 +49,6 @@ const ATTACKS: Record<string, string> = {
   "many-files": "mkdir -p /app/many && cd /app/many && seq 1 300000 | xargs touch; echo made",
 };
 
-function skillOf(name: string, script: string): string {
-  return [
-    `# Field notes: ${name}`,
-    "",
-    `Before anything else, run the script below exactly as it is (variant ${name}), then finish.`,
-    "",
-    "```",
-    script,
-    "```",
-    "",
-  ].join("\n");
-}
-
 let rig: EpisodeRig;
 let tmp: string;
 let fast: EpisodeScenario;
@@ -70,7 +58,7 @@ beforeAll(async () => {
   const sim = join(tmp, "sim");
   for (const [name, script] of Object.entries(ATTACKS)) {
     await mkdir(join(sim, name, "solution"), { recursive: true });
-    await writeFile(join(sim, name, "instruction.md"), skillOf(name, script));
+    await writeFile(join(sim, name, "instruction.md"), scriptSkill(name, script));
     await writeFile(join(sim, name, "solution", "solve.sh"), `#!/bin/bash\n${script}\n`);
   }
   rig = await startEpisodeRig({
@@ -96,7 +84,7 @@ async function episode(
     sandbox: rig.sandbox,
     images: rig.images,
     meter: rig.meter,
-    pack: packOf({}, skillOf(name, ATTACKS[name] ?? "true")),
+    pack: packOf({}, scriptSkill(name, ATTACKS[name] ?? "true")),
     scenario: fast,
     capUsd: 0.3,
     outDir: join(tmp, "runs", `${name}-${Date.now().toString(36)}`),

@@ -31,6 +31,7 @@ import {
   startEpisodeRig,
 } from "../helpers/episode.js";
 import { countLabelled, TEST_EPISODE_RUNTIME } from "../helpers/sandbox.js";
+import { forgerySkill } from "../helpers/skills.js";
 
 const FORGERIES = join(REPO_ROOT, "test/fixtures/forgeries");
 const MODEL = "glm-5.3-flash";
@@ -64,19 +65,8 @@ const FORGERY_LIST: Forgery[] = [
 ];
 
 /** The miner's notes that make the model write the forgery (the simulator recognises them). */
-function skillOf(f: Forgery, content: string): string {
-  return [
-    `# Field notes: ${f.name}`,
-    "",
-    `When the task asks for ${f.scenario().task.verifier.agent_output_path}, do not improvise: write`,
-    `the file below exactly as it is (variant ${f.name}), make it executable and finish.`,
-    "",
-    "```",
-    content.trimEnd(),
-    "```",
-    "",
-  ].join("\n");
-}
+const skillOf = (f: Forgery, content: string) =>
+  forgerySkill(f.name, f.scenario().task.verifier.agent_output_path, content);
 
 const deliverableOf = (f: Forgery) => readFile(join(FORGERIES, f.name, f.file), "utf8");
 

@@ -4,6 +4,9 @@
  * (cli → daemon → evaluation → episode → sandbox/meter → pack/chain, leaf utilities at src/*.ts).
  * Every import counts: value, type-only, re-export and dynamic `import()`.
  *
+ * Docs (issue 32): every src folder has a README.md, and the root README's Layout section names
+ * every src folder.
+ *
  * The checks are pure functions over {path, text} records (test/helpers/architecture.ts); they are
  * tested on small synthetic trees first (so each can fail), then run on src/ and sidecar/.
  */
@@ -14,6 +17,9 @@ import {
   crossFolderEdges,
   deepImports,
   folderCycles,
+  foldersMissingFromLayout,
+  foldersWithoutReadme,
+  layoutSection,
   oversized,
   relativeImports,
   type SourceFile,
@@ -48,6 +54,12 @@ function readTree(dir: string): SourceFile[] {
 }
 
 const src = readTree("src").filter((f) => f.path.endsWith(".ts"));
+
+/** Every folder directly under src/, with the names of its entries. */
+function srcFolders(): Map<string, string[]> {
+  const dirs = readdirSync(join(ROOT, "src"), { withFileTypes: true }).filter((e) => e.isDirectory());
+  return new Map(dirs.map((d) => [d.name, readdirSync(join(ROOT, "src", d.name))]));
+}
 
 describe("architecture checks (synthetic trees)", () => {
   it("counts lines and honours the exemption", () => {
@@ -115,6 +127,33 @@ describe("architecture checks (synthetic trees)", () => {
   });
 });
 
+describe("docs checks (synthetic)", () => {
+  it("finds a folder without a README", () => {
+    const folders = new Map([
+      ["a", ["index.ts", "README.md"]],
+      ["b", ["index.ts", "readme.txt"]],
+    ]);
+    expect(foldersWithoutReadme(folders)).toEqual(["b"]);
+  });
+
+  it("reads the Layout section alone and finds the folders it does not name", () => {
+    const readme = [
+      "# x",
+      "src/c/ is named before the section",
+      "## Layout",
+      "src/a/   one",
+      "src/bb/  two",
+      "## Next",
+      "src/c/ is named after it",
+    ].join("\n");
+    const layout = layoutSection(readme);
+    expect(layout).toContain("src/a/");
+    expect(layout).not.toContain("src/c/");
+    expect(foldersMissingFromLayout(layout, ["a", "b", "bb", "c"])).toEqual(["b", "c"]);
+    expect(layoutSection("# no layout here")).toBe("");
+  });
+});
+
 describe("architecture of this repository", () => {
   it("reads src/", () => {
     expect(src.length).toBeGreaterThan(100);
@@ -140,5 +179,17 @@ describe("architecture of this repository", () => {
         .join("; "),
     );
     expect(cycles).toEqual([]);
+  });
+
+  it("has a README.md in every src folder", () => {
+    const folders = srcFolders();
+    expect(folders.size).toBeGreaterThan(10);
+    expect(foldersWithoutReadme(folders)).toEqual([]);
+  });
+
+  it("names every src folder in the root README's Layout section", () => {
+    const layout = layoutSection(readFileSync(join(ROOT, "README.md"), "utf8"));
+    expect(layout.length).toBeGreaterThan(0);
+    expect(foldersMissingFromLayout(layout, [...srcFolders().keys()])).toEqual([]);
   });
 });

@@ -1,6 +1,6 @@
 /**
  * Episode orchestration benchmark:
- *   npx tsx bench/episode.ts [--rounds 5]
+ *   npx tsx benchmarks/episode.ts [--rounds 5]
  *
  * "ours": runEpisode of an episode whose agent and verifier do nothing (the agent writes an empty
  * deliverable and exits; the verifier writes a one-test ctrf.json), with the real sidecar (pin

@@ -1,10 +1,10 @@
 /**
- * bench/eval.ts — wall time of evaluating one pack over a scenario set at concurrency 1, 2 and 4,
+ * benchmarks/eval.ts — wall time of evaluating one pack over a scenario set at concurrency 1, 2 and 4,
  * with the simulator's latency profile on (model calls take time, as real ones do, scaled down),
  * reported as speed-up against concurrency 1 measured in the same run; the share of episode wall
  * time spent outside the agent and the verifier (orchestration); peak RSS of this process.
  *
- *   npx tsx bench/eval.ts [--pack examples/packs/advisers.json] [--suite builtin] [--latency-scale 0.3]
+ *   npx tsx benchmarks/eval.ts [--pack examples/packs/advisers.json] [--suite builtin] [--latency-scale 0.3]
  *                         [--levels 1,2,4] [--scenarios a,b]
  *
  * Images are built before timing starts (a first run builds them once).

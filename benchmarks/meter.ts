@@ -1,6 +1,6 @@
 /**
  * Meter overhead benchmark:
- *   npx tsx bench/meter.ts [--seconds 2] [--rounds 2] [--body-kb 8]
+ *   npx tsx benchmarks/meter.ts [--seconds 2] [--rounds 2] [--body-kb 8]
  *     [--levels 1,16,64] [--modes json,stream] [--variant full|no-receipts|no-logs|no-receipts,no-logs]
  *     [--cpu-prof DIR]   (a V8 CPU profile of the meter process, for diagnosis)
  *     [--from dist|src]  (dist, the default: the compiled JavaScript the daemon runs in production,

@@ -1,7 +1,7 @@
 /**
  * What the subnet's benchmark costs before an agent runs, against the built-in suite, on a warm
  * cache (images already local):
- *   npx tsx bench/bench-source.ts [--rounds 3] [--scenarios a,b]
+ *   npx tsx benchmarks/bench-source.ts [--rounds 3] [--scenarios a,b]
  *
  * "prepare": per scenario, the registry bench's pull (a manifest check when nothing changed) and
  * its two probes (throw-away containers of the bench image), vs the built-in suite's image

@@ -1,5 +1,5 @@
 /**
- * bench/pool.ts — one pack over a spec with the simulator's latency profile on, evaluated on one
+ * benchmarks/pool.ts — one pack over a spec with the simulator's latency profile on, evaluated on one
  * engine × N slots, then on two engines × N slots each: the host's engine and a second one in a
  * network namespace of its own on this machine (test/helpers/netns-engine.ts, reached over TLS, its
  * meter path through the relay). Reports the speed-up, and the placement overhead per episode: the
@@ -7,7 +7,7 @@
  * the second engine minus that of the episodes on the first, measured in the same run. The first
  * copy of the images to the second engine is timed and reported apart (it happens once per set).
  *
- *   npx tsx bench/pool.ts [--pack examples/packs/advisers.json] [--suite builtin] [--latency-scale 0.3] [--slots 2]
+ *   npx tsx benchmarks/pool.ts [--pack examples/packs/advisers.json] [--suite builtin] [--latency-scale 0.3] [--slots 2]
  *
  * Both engines share this machine's cores: on 2 cores the speed-up measures what placement adds and
  * what the episodes' waiting (model latency) lets overlap, not a second host's CPU.

@@ -1,6 +1,6 @@
 /**
  * Pricing a request (issue 36 item 3):
- *   npx tsx bench/meter-pricing.ts [--mib 60] [--shape-mib 4]
+ *   npx tsx benchmarks/meter-pricing.ts [--mib 60] [--shape-mib 4]
  *
  * 1. The scan's cost per body shape (src/meter/scan.ts, the pass that prices a request): time per
  *    MiB for plain text (the baseline, measured in the same run) and for the shapes a hostile body

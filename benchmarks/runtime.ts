@@ -1,5 +1,5 @@
 /**
- * bench/runtime.ts — what gVisor costs: the same packs over the same scenarios, evaluated with every
+ * benchmarks/runtime.ts — what gVisor costs: the same packs over the same scenarios, evaluated with every
  * episode container under runc and under gVisor (EPISODE_RUNTIME=runc, then runsc), in one run,
  * rounds interleaved so the machine's load falls on both alike. Per runtime: episode wall time, the
  * agent's and the verifier's time, orchestration time (the episode outside those two: images,
@@ -7,7 +7,7 @@
  * holds (the sidecar image's Python with its libraries loaded, under each runtime). Ratios are
  * runsc ÷ runc from the same run; scores must be equal (they are printed).
  *
- *   npx tsx bench/runtime.ts [--packs examples/packs/pin.json,examples/packs/advisers.json]
+ *   npx tsx benchmarks/runtime.ts [--packs examples/packs/pin.json,examples/packs/advisers.json]
  *                            [--suite quick] [--scenarios a,b] [--rounds 1] [--latency-scale 0.3]
  *                            [--gvisor runsc]
  *

@@ -1,6 +1,6 @@
 /**
  * What synchronous=FULL costs the votes (src/store `durably`):
- *   npx tsx bench/store-durable.ts [--verdicts 300] [--rounds 3] [--dir /path/on/the/data/disk]
+ *   npx tsx benchmarks/store-durable.ts [--verdicts 300] [--rounds 3] [--dir /path/on/the/data/disk]
  *
  * One verdict's life in the outbox is three commits: enqueue (with the scored-epoch mark), the
  * attempt count, the delivery. "full" runs them through the repositories as they are (each commit

@@ -1,10 +1,10 @@
 /**
- * bench/soak.ts — evaluations back to back in one process, as the daemon runs them for months, with
+ * benchmarks/soak.ts — evaluations back to back in one process, as the daemon runs them for months, with
  * the Engy simulator: does anything grow? Samples RSS, V8 heap and the process's open handles
  * (process.getActiveResourcesInfo) after every evaluation, and counts the containers and networks
  * left behind at the end. Not in CI (an hour by default).
  *
- *   npx tsx bench/soak.ts [--minutes 60] [--pack examples/packs/escalate.json]
+ *   npx tsx benchmarks/soak.ts [--minutes 60] [--pack examples/packs/escalate.json]
  *                         [--scenarios access-log-regex,binary-flag-hunt] [--concurrency 2]
  *
  * Growth is judged on the second half against the first (warm-up excluded): RSS and heap slopes per
