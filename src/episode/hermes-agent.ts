@@ -14,7 +14,9 @@ import { InfraError } from "../errors.js";
 import {
   type BuiltImage,
   type Container,
+  type ContainerSpec,
   createContainer,
+  type EpisodeScope,
   type EpisodeTopology,
   type ExecResult,
   execIn,
@@ -88,7 +90,21 @@ export async function createHermesAgent(
   if (!scope || token === undefined) throw new InfraError("episode_state", "agent before topology");
   const name = `${opts.base}-agent`;
   scope.trackContainer(name);
-  const c = await createContainer(run.sandbox.docker, {
+  const c = await createContainer(run.sandbox.docker, hermesContainerSpec(name, token, scope, opts));
+  await startContainer(c);
+  await awaitEntrypoint(c, opts.image.ref);
+  await prepareWorkspace(c, run);
+  return hermesProcess(c, name, token);
+}
+
+/** The scenario container as upstream runs it: the image's own entrypoint, the sidecar as its model. */
+function hermesContainerSpec(
+  name: string,
+  token: string,
+  scope: EpisodeScope,
+  opts: { image: BuiltImage; topo: EpisodeTopology; disk: { limitBytes: number } },
+): ContainerSpec {
+  return {
     name,
     image: opts.image.ref,
     env: {
@@ -107,9 +123,11 @@ export async function createHermesAgent(
     capAdd: ROOT_STEP_CAPS,
     storageBytes: opts.disk.limitBytes,
     init: true,
-  });
-  await startContainer(c);
-  // The image's entrypoint (config, ownership) runs before its command: wait until exec works.
+  };
+}
+
+/** The image's entrypoint (config, ownership) runs before its command: wait until exec works. */
+async function awaitEntrypoint(c: Container, imageRef: string): Promise<void> {
   for (let i = 0; ; i++) {
     const r = await execIn(c, ["sh", "-c", "test -d /app && test -d /workspace"], {
       user: "0:0",
@@ -117,12 +135,13 @@ export async function createHermesAgent(
     }).catch(() => undefined);
     if (r?.exitCode === 0) break;
     if (i >= 30)
-      throw new InfraError(
-        "scenario_start_failed",
-        `${opts.image.ref} did not come up with /app and /workspace`,
-      );
+      throw new InfraError("scenario_start_failed", `${imageRef} did not come up with /app and /workspace`);
     await sleep(200 + Math.min(i * 100, 1000));
   }
+}
+
+/** SKILL.md and INSTRUCTION.md root:hermes 0440; /workspace/learned and /opt/data handed to hermes. */
+async function prepareWorkspace(c: Container, run: EpisodeRun): Promise<void> {
   await putFiles(c, "/workspace", [
     { name: "SKILL.md", data: run.pack.skillMd, mode: 0o440 },
     { name: "INSTRUCTION.md", data: run.scenario.instruction, mode: 0o440 },
@@ -135,7 +154,10 @@ export async function createHermesAgent(
       "mkdir -p /opt/data && chown -R hermes:hermes /opt/data",
     "preparing /workspace",
   );
+}
 
+/** Hermes as the episode drives it: `release` execs the chat, `stop`/`kill` end it by name or user. */
+function hermesProcess(c: Container, name: string, token: string): HermesAgent {
   let chat: Promise<ExecResult> | undefined;
   let result: ExecResult | undefined;
   return {
@@ -159,23 +181,7 @@ export async function createHermesAgent(
       });
       chat.catch(() => undefined);
     },
-    exited: (signal: AbortSignal) =>
-      new Promise<number>((resolve, reject) => {
-        if (!chat) return reject(new InfraError("episode_state", "hermes was never started"));
-        const onAbort = () => reject(signal.reason);
-        if (signal.aborted) return onAbort();
-        signal.addEventListener("abort", onAbort, { once: true });
-        chat.then(
-          (r) => {
-            signal.removeEventListener("abort", onAbort);
-            resolve(r.exitCode);
-          },
-          (err) => {
-            signal.removeEventListener("abort", onAbort);
-            reject(err);
-          },
-        );
-      }),
+    exited: (signal: AbortSignal) => chatExited(chat, signal),
     // Kill the chat by process name so the wrapper survives to export the session, then give the
     // wrapper its time to do so.
     stop: async () => {
@@ -198,6 +204,26 @@ export async function createHermesAgent(
     transcript: () => result?.stdout ?? "",
     chatExit: () => result?.exitCode ?? null,
   };
+}
+
+/** The chat's exit status once it ends; rejects when `signal` aborts first. */
+function chatExited(chat: Promise<ExecResult> | undefined, signal: AbortSignal): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    if (!chat) return reject(new InfraError("episode_state", "hermes was never started"));
+    const onAbort = () => reject(signal.reason);
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    chat.then(
+      (r) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(r.exitCode);
+      },
+      (err) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err);
+      },
+    );
+  });
 }
 
 /** Re-run the export from the persistent session store (upstream's `_post_mortem_export`). */

@@ -29,7 +29,7 @@ import {
 } from "../sandbox/index.js";
 import { type Deadline, deadline } from "./deadline.js";
 import type { EpisodeRun } from "./run-context.js";
-import type { EpisodeFailure, EpisodeRuntime, SidecarSdk } from "./types.js";
+import type { EpisodeFailure, SidecarSdk } from "./types.js";
 
 export const POLICY_PORT = 8800;
 export const POLICY_UID = 10001;
@@ -86,7 +86,7 @@ export function outsideKill(sidecar: Pick<Sidecar, "meterLoss">, message: string
 }
 
 /** The image, command, user and files that make one of the two kinds of sidecar. */
-interface SidecarLaunch {
+export interface SidecarLaunch {
   cmd: string[];
   user: string;
   env: Record<string, string>;
@@ -97,7 +97,7 @@ interface SidecarLaunch {
 }
 
 /** Our sidecar image: its own command, uid 10001, the policy files in /policy. */
-async function builtinLaunch(run: EpisodeRun, image: BuiltImage): Promise<SidecarLaunch> {
+export async function builtinLaunch(run: EpisodeRun, image: BuiltImage): Promise<SidecarLaunch> {
   return {
     cmd: await imageCommand(run.sandbox, image),
     user: `${POLICY_UID}:${POLICY_UID}`,
@@ -122,7 +122,7 @@ const HERMES_ID = 10000;
  * hermes, on a read-only root with tmpfs for /policy, /tmp and HOME: the policy sees the same
  * files, user, paths and environment.
  */
-function benchLaunch(run: EpisodeRun, sdk: SidecarSdk): SidecarLaunch {
+export function benchLaunch(run: EpisodeRun, sdk: SidecarSdk): SidecarLaunch {
   const own = { uid: HERMES_ID, gid: HERMES_ID };
   const sdkDirs = new Set<string>(["sdk"]);
   for (const f of sdk.files) {
@@ -165,7 +165,8 @@ export async function createSidecar(
     topo: EpisodeTopology;
     base: string;
     defaultModel: string;
-    runtime: EpisodeRuntime;
+    /** The kind's command, user, files and health probe (src/episode/episode-kind.ts). */
+    launch: () => Promise<SidecarLaunch>;
   },
 ): Promise<Sidecar> {
   const { sandbox, scope, token } = run;
@@ -175,8 +176,7 @@ export async function createSidecar(
   scope.trackContainer(name);
   const agentIp = hostAddress(topo.agentNet.subnet, 2);
   const meterIp = hostAddress(topo.meterNet.subnet, 2);
-  const launch =
-    opts.runtime.kind === "bench" ? benchLaunch(run, opts.runtime.sdk) : await builtinLaunch(run, opts.image);
+  const launch = await opts.launch();
   const container = await createContainer(sandbox.docker, {
     name,
     image: opts.image.ref,
