@@ -15,7 +15,6 @@ import {
   type BuiltImage,
   boundEngineCalls,
   type EpisodeTopology,
-  removeContainer,
   safeName,
   uniqueName,
 } from "../sandbox/index.js";
@@ -214,8 +213,7 @@ async function agentStep(ep: Episode, agent: EpisodeAgent, sidecar: Sidecar): Pr
  */
 function freeAgentSide(ep: Episode, sidecar: Sidecar, agent: EpisodeAgent): Promise<void> {
   const { run } = ep;
-  const docker = ep.opts.sandbox.docker;
-  return Promise.all([removeContainer(docker, sidecar.name), removeContainer(docker, agent.process.name)])
+  return Promise.all([run.engine.remove(sidecar.name), run.engine.remove(agent.process.name)])
     .then(async () => {
       await ep.listener?.close().catch(() => undefined);
       await run.scope?.releaseNetworks();

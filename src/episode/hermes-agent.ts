@@ -13,17 +13,13 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { InfraError } from "../errors.js";
 import {
   type BuiltImage,
-  type Container,
   type ContainerSpec,
-  createContainer,
+  type EpisodeContainer,
   type EpisodeScope,
   type EpisodeTopology,
   type ExecResult,
-  execIn,
   hostAddress,
-  putFiles,
   SCENARIO_LIMITS,
-  startContainer,
 } from "../sandbox/index.js";
 import type { AgentProcess } from "./agent.js";
 import type { EpisodeRun } from "./run-context.js";
@@ -72,8 +68,8 @@ export interface HermesAgent extends AgentProcess {
 /** Our own steps in the container (set-up, kills) are short: none may hold the episode. */
 const ROOT_STEP_MS = 60_000;
 
-async function rootSh(c: Container, script: string, what: string): Promise<void> {
-  const r = await execIn(c, ["sh", "-c", script], { user: "0:0", signal: AbortSignal.timeout(ROOT_STEP_MS) });
+async function rootSh(c: EpisodeContainer, script: string, what: string): Promise<void> {
+  const r = await c.exec(["sh", "-c", script], { user: "0:0", signal: AbortSignal.timeout(ROOT_STEP_MS) });
   if (r.exitCode !== 0)
     throw new InfraError(
       "scenario_setup_failed",
@@ -90,8 +86,8 @@ export async function createHermesAgent(
   if (!scope || token === undefined) throw new InfraError("episode_state", "agent before topology");
   const name = `${opts.base}-agent`;
   scope.trackContainer(name);
-  const c = await createContainer(run.sandbox.docker, hermesContainerSpec(name, token, scope, opts));
-  await startContainer(c);
+  const c = await run.engine.create(hermesContainerSpec(name, token, scope, opts));
+  await c.start();
   await awaitEntrypoint(c, opts.image.ref);
   await prepareWorkspace(c, run);
   return hermesProcess(c, name, token);
@@ -127,12 +123,14 @@ function hermesContainerSpec(
 }
 
 /** The image's entrypoint (config, ownership) runs before its command: wait until exec works. */
-async function awaitEntrypoint(c: Container, imageRef: string): Promise<void> {
+async function awaitEntrypoint(c: EpisodeContainer, imageRef: string): Promise<void> {
   for (let i = 0; ; i++) {
-    const r = await execIn(c, ["sh", "-c", "test -d /app && test -d /workspace"], {
-      user: "0:0",
-      signal: AbortSignal.timeout(ROOT_STEP_MS),
-    }).catch(() => undefined);
+    const r = await c
+      .exec(["sh", "-c", "test -d /app && test -d /workspace"], {
+        user: "0:0",
+        signal: AbortSignal.timeout(ROOT_STEP_MS),
+      })
+      .catch(() => undefined);
     if (r?.exitCode === 0) break;
     if (i >= 30)
       throw new InfraError("scenario_start_failed", `${imageRef} did not come up with /app and /workspace`);
@@ -141,8 +139,8 @@ async function awaitEntrypoint(c: Container, imageRef: string): Promise<void> {
 }
 
 /** SKILL.md and INSTRUCTION.md root:hermes 0440; /workspace/learned and /opt/data handed to hermes. */
-async function prepareWorkspace(c: Container, run: EpisodeRun): Promise<void> {
-  await putFiles(c, "/workspace", [
+async function prepareWorkspace(c: EpisodeContainer, run: EpisodeRun): Promise<void> {
+  await c.write("/workspace", [
     { name: "SKILL.md", data: run.pack.skillMd, mode: 0o440 },
     { name: "INSTRUCTION.md", data: run.scenario.instruction, mode: 0o440 },
   ]);
@@ -157,48 +155,54 @@ async function prepareWorkspace(c: Container, run: EpisodeRun): Promise<void> {
 }
 
 /** Hermes as the episode drives it: `release` execs the chat, `stop`/`kill` end it by name or user. */
-function hermesProcess(c: Container, name: string, token: string): HermesAgent {
+function hermesProcess(c: EpisodeContainer, name: string, token: string): HermesAgent {
   let chat: Promise<ExecResult> | undefined;
   let result: ExecResult | undefined;
   return {
     container: c,
     name,
     release: async () => {
-      chat = execIn(c, ["bash", "-c", HERMES_COMMAND], {
-        user: "hermes",
-        workingDir: "/workspace",
-        env: {
-          OPENROUTER_API_KEY: token,
-          OPENAI_API_KEY: token,
-          ANTHROPIC_API_KEY: token,
-          HERMES_BUNDLED_SKILLS: "/nonexistent",
-          HOME: "/opt/data",
-        },
-        outputCap: 4 * 1024 * 1024,
-      }).then((r) => {
-        result = r;
-        return r;
-      });
+      chat = c
+        .exec(["bash", "-c", HERMES_COMMAND], {
+          user: "hermes",
+          workingDir: "/workspace",
+          env: {
+            OPENROUTER_API_KEY: token,
+            OPENAI_API_KEY: token,
+            ANTHROPIC_API_KEY: token,
+            HERMES_BUNDLED_SKILLS: "/nonexistent",
+            HOME: "/opt/data",
+          },
+          outputCap: 4 * 1024 * 1024,
+        })
+        .then((r) => {
+          result = r;
+          return r;
+        });
       chat.catch(() => undefined);
     },
     exited: (signal: AbortSignal) => chatExited(chat, signal),
     // Kill the chat by process name so the wrapper survives to export the session, then give the
     // wrapper its time to do so.
     stop: async () => {
-      await execIn(c, ["pkill", "-KILL", "hermes"], {
-        user: "0:0",
-        signal: AbortSignal.timeout(ROOT_STEP_MS),
-      }).catch(() => undefined);
+      await c
+        .exec(["pkill", "-KILL", "hermes"], {
+          user: "0:0",
+          signal: AbortSignal.timeout(ROOT_STEP_MS),
+        })
+        .catch(() => undefined);
       if (chat)
         await Promise.race([chat.catch(() => undefined), sleep(EXPORT_GRACE_MS)]).catch(() => undefined);
     },
     // Every process of the agent user at once (the chat, the wrapper, whatever its tools left
     // running); the container itself stays up for the post-mortem export.
     kill: async () => {
-      await execIn(c, ["pkill", "-KILL", "-u", String(HERMES_UID)], {
-        user: "0:0",
-        signal: AbortSignal.timeout(ROOT_STEP_MS),
-      }).catch(() => undefined);
+      await c
+        .exec(["pkill", "-KILL", "-u", String(HERMES_UID)], {
+          user: "0:0",
+          signal: AbortSignal.timeout(ROOT_STEP_MS),
+        })
+        .catch(() => undefined);
       if (chat) await Promise.race([chat.catch(() => undefined), sleep(10_000)]).catch(() => undefined);
     },
     transcript: () => result?.stdout ?? "",
@@ -227,15 +231,16 @@ function chatExited(chat: Promise<ExecResult> | undefined, signal: AbortSignal):
 }
 
 /** Re-run the export from the persistent session store (upstream's `_post_mortem_export`). */
-export async function postMortemExport(c: Container): Promise<void> {
-  await execIn(
-    c,
-    [
-      "bash",
-      "-c",
-      "hermes sessions export /workspace/turns.jsonl 2>>/workspace/turns_export.err; " +
-        'echo "export_rc=$? path=post_mortem" >>/workspace/turns_export.err',
-    ],
-    { user: "hermes", workingDir: "/workspace", signal: AbortSignal.timeout(EXPORT_GRACE_MS) },
-  ).catch(() => undefined);
+export async function postMortemExport(c: EpisodeContainer): Promise<void> {
+  await c
+    .exec(
+      [
+        "bash",
+        "-c",
+        "hermes sessions export /workspace/turns.jsonl 2>>/workspace/turns_export.err; " +
+          'echo "export_rc=$? path=post_mortem" >>/workspace/turns_export.err',
+      ],
+      { user: "hermes", workingDir: "/workspace", signal: AbortSignal.timeout(EXPORT_GRACE_MS) },
+    )
+    .catch(() => undefined);
 }

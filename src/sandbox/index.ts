@@ -50,6 +50,12 @@ export {
 export { installEngineFirewall } from "./engine-firewall.js";
 export { EngineWatch } from "./engine-watch.js";
 export {
+  type ContainerState,
+  dockerEpisodeEngine,
+  type EpisodeContainer,
+  type EpisodeEngine,
+} from "./episode-engine.js";
+export {
   AGENT_BRIDGE_PREFIX,
   canonicalCidr,
   chainRules,
