@@ -16,9 +16,9 @@ import { EngineWatch } from "./engine-watch.js";
 import { dockerEpisodeEngine, type EpisodeEngine } from "./episode-engine.js";
 import { installFirewall, METER_EPISODE_PORT } from "./firewall.js";
 import { containerIdFromMountinfo, LABEL, newSession, type SandboxSession, uniqueName } from "./labels.js";
+import { attachRelay } from "./meter-link.js";
 import { type EpisodeNetwork, NetworkPool } from "./networks.js";
 import { type EpisodeScope, Reaper } from "./reaper.js";
-import { attachRelay } from "./relay.js";
 import {
   bindEpisodeRuntime,
   chooseEpisodeRuntime,
@@ -71,7 +71,7 @@ export interface SandboxOptions {
   log?: Logger;
   /**
    * An engine other than the daemon's own (the pool's remote engines): the meter is reached through
-   * a relay container of `relayImage` on each episode's meter network (src/sandbox/relay.ts), and
+   * a relay container of `relayImage` on each episode's meter network (src/sandbox/meter-link.ts), and
    * the episode firewall is installed on the engine's host through its API ("iptables" then means
    * that; "off" skips it). The image must be on the engine.
    */
