@@ -14,20 +14,12 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { agentCommandArgv, agentEnv, DEFAULT_AGENT_COMMAND } from "../../agent/contract.js";
 import { InfraError } from "../errors.js";
 import {
-  attachStdin,
   type BuiltImage,
-  type Container,
-  createContainer,
+  type EpisodeContainer,
   type EpisodeTopology,
   hostAddress,
-  inspectContainer,
   type LayerUse,
-  putFiles,
   SCENARIO_LIMITS,
-  startContainer,
-  stopContainer,
-  waitExit,
-  watchLayer,
 } from "../sandbox/index.js";
 import type { AgentEndFacts, DiskOver, KillReason } from "./attribution.js";
 import { deadline } from "./deadline.js";
@@ -72,7 +64,7 @@ export function agentDiskOf(
 
 /** The agent as the episode drives it, whichever harness runs it (built-in agent or Hermes). */
 export interface AgentProcess {
-  container: Container;
+  container: EpisodeContainer;
   name: string;
   /** The agent starts working (built-in: the stdin gate opens; Hermes: `hermes chat` is exec'd). */
   release(): Promise<void>;
@@ -120,7 +112,7 @@ export async function createAgent(
     env[kv.slice(0, i)] = kv.slice(i + 1);
   }
   Object.assign(env, opts.agentEnv ?? {});
-  const c = await createContainer(run.sandbox.docker, {
+  const c = await run.engine.create({
     name,
     image: opts.image.ref,
     entrypoint: [
@@ -151,7 +143,7 @@ export async function createAgent(
   // write only /workspace/learned. The session record is the built-in agent's (root's) alone.
   const own = { uid: AGENT_UID, gid: AGENT_UID };
   const record = builtin ? {} : own;
-  await putFiles(c, "/", [
+  await c.write("/", [
     { name: "workspace/", type: "directory", mode: 0o755 },
     { name: "workspace/SKILL.md", data: run.pack.skillMd, mode: 0o444 },
     { name: "workspace/INSTRUCTION.md", data: run.scenario.instruction, mode: 0o444 },
@@ -159,15 +151,15 @@ export async function createAgent(
     { name: "workspace/turns.jsonl", data: "", mode: 0o644, ...record },
     { name: "workspace/transcript.txt", data: "", mode: 0o644, ...record },
   ]);
-  const gate = await attachStdin(c);
-  await startContainer(c);
+  const gate = await c.openStdin();
+  await c.start();
   return {
     container: c,
     name,
     release: () => gate.send(Buffer.from("\n")),
-    exited: (signal) => waitExit(c, signal),
-    stop: (graceMs) => stopContainer(c, graceMs),
-    kill: () => stopContainer(c, 0),
+    exited: (signal) => c.wait(signal),
+    stop: (graceMs) => c.stop(graceMs),
+    kill: () => c.stop(0),
   };
 }
 
@@ -221,9 +213,8 @@ export async function runAgent(
   spend.unref();
   const out = emptyRun();
   const layer: LayerUse = {};
-  const disk = watchLayer(
-    agent.container,
-    { ...opts.disk, docker: run.sandbox.docker, scope: run.scope!, log: run.log },
+  const disk = agent.container.watchLayer(
+    { ...opts.disk, scope: run.scope!, log: run.log },
     AbortSignal.any([adl.signal, wdStop.signal]),
     layer,
   );
@@ -247,7 +238,7 @@ export async function runAgent(
       ).then((why) => (why ? { kind: "watchdog" as const, why } : new Promise<never>(() => {}))),
       // A policy that dies under the agent (a crash, its memory limit) can answer nothing more:
       // end the agent now rather than let it retry into a dead socket until the watchdog fires.
-      waitExit(sidecar.container, AbortSignal.any([adl.signal, wdStop.signal])).then(
+      sidecar.container.wait(AbortSignal.any([adl.signal, wdStop.signal])).then(
         (code) => ({ kind: "policy_exited" as const, code }),
         () => new Promise<never>(() => {}),
       ),
@@ -258,8 +249,8 @@ export async function runAgent(
     else {
       if (outcome.kind === "policy_exited") {
         // (A kill from outside shows as a kill event just before the exit: give it time to land.)
-        const [s] = await Promise.all([inspectContainer(sidecar.container), sleep(300)]);
-        out.policyExit = { exitCode: outcome.code, oomKilled: Boolean(s.State.OOMKilled) };
+        const [s] = await Promise.all([sidecar.container.state(), sleep(300)]);
+        out.policyExit = { exitCode: outcome.code, oomKilled: s.oomKilled };
         run.log.warn(out.policyExit, "episode.policy.exited");
       }
       out.killedBy =

@@ -4,9 +4,9 @@
  * A policy fault scores the episode from what was delivered; upstream and infra faults make the
  * episode "failed" so the evaluation layer retries or discards it, never costing the miner.
  */
-import type { EpisodeFailure } from "./types.js";
+import type { EpisodeFailure, KillReason } from "./types.js";
 
-export type KillReason = "deadline" | "watchdog_no_call" | "watchdog_idle" | "policy_exited" | "disk_limit";
+export type { KillReason } from "./types.js";
 
 /** What a disk watchdog measured when it fired (bytes, or inodes: files, directories, links), and its bounds. */
 export interface DiskOver {

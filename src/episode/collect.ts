@@ -5,16 +5,7 @@
  * read (a directory, a symlink, a special file or a file over its cap is never streamed), each
  * copy under a deadline — and how the agent ended attributed to policy, upstream or infra.
  */
-import {
-  type Container,
-  classifyStat,
-  type FetchedPath,
-  getPath,
-  inspectContainer,
-  readLogs,
-  statPath,
-  stopContainer,
-} from "../sandbox/index.js";
+import { classifyStat, type EpisodeContainer, type FetchedPath } from "../sandbox/index.js";
 import { type AgentProcess, type AgentRun, TRANSCRIPT_PATH, TURNS_PATH } from "./agent.js";
 import { ARTIFACT_FILES } from "./artifacts.js";
 import { type AgentEndFacts, attributeAgentEnd, upstreamFailing } from "./attribution.js";
@@ -69,9 +60,9 @@ async function endPolicy(run: EpisodeRun, sidecar: Sidecar): Promise<{ killed: b
   if (killed)
     run.fail(outsideKill(sidecar, "the policy sidecar was killed from outside while the agent ran"));
   const logTail = await sidecar.policyLogTail();
-  await stopContainer(sidecar.container, 1_000).catch((err) =>
-    run.log.warn({ err: (err as Error).message }, "episode.sidecar.stop_failed"),
-  );
+  await sidecar.container
+    .stop(1_000)
+    .catch((err) => run.log.warn({ err: (err as Error).message }, "episode.sidecar.stop_failed"));
   return { killed, logTail };
 }
 
@@ -84,8 +75,8 @@ function account(run: EpisodeRun, label: string, path: string, f: FetchedPath): 
   run.log.warn({ path, kind: f.kind, bytes }, "episode.collect.refused");
 }
 
-async function copyOut(run: EpisodeRun, c: Container, label: string, path: string, cap: number) {
-  const f = await getPath(c, path, cap);
+async function copyOut(run: EpisodeRun, c: EpisodeContainer, label: string, path: string, cap: number) {
+  const f = await c.read(path, cap);
   account(run, label, path, f);
   return f;
 }
@@ -100,15 +91,15 @@ export async function collectAgent(
   const policy = await endPolicy(run, sidecar);
   // The agent's container ends with the agent; a kill left it stopped. Make sure: nothing may
   // change a file between its stat and its copy.
-  await stopContainer(agent.container, 0).catch(() => undefined);
+  await agent.container.stop(0).catch(() => undefined);
   const c = agent.container;
   const [info, turns, transcript, agentLogs, deliverable, sidecarLogs] = await Promise.all([
-    inspectContainer(c),
+    c.state(),
     copyOut(run, c, "turns", TURNS_PATH, COLLECT_CAPS.turns),
     copyOut(run, c, "transcript", TRANSCRIPT_PATH, COLLECT_CAPS.transcript),
-    readLogs(c, 1024 * 1024).catch(() => noLogs),
+    c.logs(1024 * 1024).catch(() => noLogs),
     copyOut(run, c, "deliverable", run.scenario.task.verifier.agent_output_path, COLLECT_CAPS.deliverable),
-    readLogs(sidecar.container, 4 * 1024 * 1024).catch(() => noLogs),
+    sidecar.container.logs(4 * 1024 * 1024).catch(() => noLogs),
   ]);
   run.result.timings.collect_ms = performance.now() - t0;
 
@@ -121,7 +112,7 @@ export async function collectAgent(
   const result = run.result;
   result.agent = {
     ...result.agent,
-    exit_code: ended.killedBy ? null : (ended.exitCode ?? info.State.ExitCode),
+    exit_code: ended.killedBy ? null : (ended.exitCode ?? info.exitCode),
     end_reason: records?.summary?.reason ?? null,
     end_code: records?.summary?.code ?? null,
     turns: records?.summary?.turns ?? records?.turns.length ?? 0,
@@ -139,7 +130,7 @@ export async function collectAgent(
   ]);
   const facts: AgentEndFacts = {
     exitCode: result.agent.exit_code ?? undefined,
-    oomKilled: Boolean(info.State.OOMKilled),
+    oomKilled: info.oomKilled,
     upstreamFailing: upstreamFailing(run.receipts()),
     inflightAtKill: ended.inflightAtKill,
   };
@@ -192,18 +183,18 @@ export async function collectHermes(
   const c = agent.container;
   const policy = await endPolicy(run, sidecar);
   if (ended.killedBy) {
-    const stat = await statPath(c, TURNS_PATH);
+    const stat = await c.stat(TURNS_PATH);
     // Upstream's rule: a read that comes back empty (missing, not a file, 0 bytes) → export again.
     if (stat === undefined || stat.size === 0 || classifyStat(stat, Number.POSITIVE_INFINITY))
       await postMortemExport(c);
   }
-  await stopContainer(c, 0).catch(() => undefined);
+  await c.stop(0).catch(() => undefined);
   const [turns, exportErr, agentLogs, deliverable, sidecarLogs] = await Promise.all([
     copyOut(run, c, "turns", TURNS_PATH, COLLECT_CAPS.turns),
     copyOut(run, c, "turns_export_err", "/workspace/turns_export.err", COLLECT_CAPS.exportErr),
-    readLogs(c, 1024 * 1024).catch(() => noLogs),
+    c.logs(1024 * 1024).catch(() => noLogs),
     copyOut(run, c, "deliverable", run.scenario.task.verifier.agent_output_path, COLLECT_CAPS.deliverable),
-    readLogs(sidecar.container, 4 * 1024 * 1024).catch(() => noLogs),
+    sidecar.container.logs(4 * 1024 * 1024).catch(() => noLogs),
   ]);
   run.result.timings.collect_ms = performance.now() - t0;
   const turnsText = text(turns);

@@ -13,15 +13,13 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { InfraError } from "../errors.js";
 import {
   type BuiltImage,
-  type Container,
-  createContainer,
+  type ContainerSpec,
+  type EpisodeContainer,
+  type EpisodeScope,
   type EpisodeTopology,
   type ExecResult,
-  execIn,
   hostAddress,
-  putFiles,
   SCENARIO_LIMITS,
-  startContainer,
 } from "../sandbox/index.js";
 import type { AgentProcess } from "./agent.js";
 import type { EpisodeRun } from "./run-context.js";
@@ -70,8 +68,8 @@ export interface HermesAgent extends AgentProcess {
 /** Our own steps in the container (set-up, kills) are short: none may hold the episode. */
 const ROOT_STEP_MS = 60_000;
 
-async function rootSh(c: Container, script: string, what: string): Promise<void> {
-  const r = await execIn(c, ["sh", "-c", script], { user: "0:0", signal: AbortSignal.timeout(ROOT_STEP_MS) });
+async function rootSh(c: EpisodeContainer, script: string, what: string): Promise<void> {
+  const r = await c.exec(["sh", "-c", script], { user: "0:0", signal: AbortSignal.timeout(ROOT_STEP_MS) });
   if (r.exitCode !== 0)
     throw new InfraError(
       "scenario_setup_failed",
@@ -88,7 +86,21 @@ export async function createHermesAgent(
   if (!scope || token === undefined) throw new InfraError("episode_state", "agent before topology");
   const name = `${opts.base}-agent`;
   scope.trackContainer(name);
-  const c = await createContainer(run.sandbox.docker, {
+  const c = await run.engine.create(hermesContainerSpec(name, token, scope, opts));
+  await c.start();
+  await awaitEntrypoint(c, opts.image.ref);
+  await prepareWorkspace(c, run);
+  return hermesProcess(c, name, token);
+}
+
+/** The scenario container as upstream runs it: the image's own entrypoint, the sidecar as its model. */
+function hermesContainerSpec(
+  name: string,
+  token: string,
+  scope: EpisodeScope,
+  opts: { image: BuiltImage; topo: EpisodeTopology; disk: { limitBytes: number } },
+): ContainerSpec {
+  return {
     name,
     image: opts.image.ref,
     env: {
@@ -107,23 +119,28 @@ export async function createHermesAgent(
     capAdd: ROOT_STEP_CAPS,
     storageBytes: opts.disk.limitBytes,
     init: true,
-  });
-  await startContainer(c);
-  // The image's entrypoint (config, ownership) runs before its command: wait until exec works.
+  };
+}
+
+/** The image's entrypoint (config, ownership) runs before its command: wait until exec works. */
+async function awaitEntrypoint(c: EpisodeContainer, imageRef: string): Promise<void> {
   for (let i = 0; ; i++) {
-    const r = await execIn(c, ["sh", "-c", "test -d /app && test -d /workspace"], {
-      user: "0:0",
-      signal: AbortSignal.timeout(ROOT_STEP_MS),
-    }).catch(() => undefined);
+    const r = await c
+      .exec(["sh", "-c", "test -d /app && test -d /workspace"], {
+        user: "0:0",
+        signal: AbortSignal.timeout(ROOT_STEP_MS),
+      })
+      .catch(() => undefined);
     if (r?.exitCode === 0) break;
     if (i >= 30)
-      throw new InfraError(
-        "scenario_start_failed",
-        `${opts.image.ref} did not come up with /app and /workspace`,
-      );
+      throw new InfraError("scenario_start_failed", `${imageRef} did not come up with /app and /workspace`);
     await sleep(200 + Math.min(i * 100, 1000));
   }
-  await putFiles(c, "/workspace", [
+}
+
+/** SKILL.md and INSTRUCTION.md root:hermes 0440; /workspace/learned and /opt/data handed to hermes. */
+async function prepareWorkspace(c: EpisodeContainer, run: EpisodeRun): Promise<void> {
+  await c.write("/workspace", [
     { name: "SKILL.md", data: run.pack.skillMd, mode: 0o440 },
     { name: "INSTRUCTION.md", data: run.scenario.instruction, mode: 0o440 },
   ]);
@@ -135,64 +152,57 @@ export async function createHermesAgent(
       "mkdir -p /opt/data && chown -R hermes:hermes /opt/data",
     "preparing /workspace",
   );
+}
 
+/** Hermes as the episode drives it: `release` execs the chat, `stop`/`kill` end it by name or user. */
+function hermesProcess(c: EpisodeContainer, name: string, token: string): HermesAgent {
   let chat: Promise<ExecResult> | undefined;
   let result: ExecResult | undefined;
   return {
     container: c,
     name,
     release: async () => {
-      chat = execIn(c, ["bash", "-c", HERMES_COMMAND], {
-        user: "hermes",
-        workingDir: "/workspace",
-        env: {
-          OPENROUTER_API_KEY: token,
-          OPENAI_API_KEY: token,
-          ANTHROPIC_API_KEY: token,
-          HERMES_BUNDLED_SKILLS: "/nonexistent",
-          HOME: "/opt/data",
-        },
-        outputCap: 4 * 1024 * 1024,
-      }).then((r) => {
-        result = r;
-        return r;
-      });
+      chat = c
+        .exec(["bash", "-c", HERMES_COMMAND], {
+          user: "hermes",
+          workingDir: "/workspace",
+          env: {
+            OPENROUTER_API_KEY: token,
+            OPENAI_API_KEY: token,
+            ANTHROPIC_API_KEY: token,
+            HERMES_BUNDLED_SKILLS: "/nonexistent",
+            HOME: "/opt/data",
+          },
+          outputCap: 4 * 1024 * 1024,
+        })
+        .then((r) => {
+          result = r;
+          return r;
+        });
       chat.catch(() => undefined);
     },
-    exited: (signal: AbortSignal) =>
-      new Promise<number>((resolve, reject) => {
-        if (!chat) return reject(new InfraError("episode_state", "hermes was never started"));
-        const onAbort = () => reject(signal.reason);
-        if (signal.aborted) return onAbort();
-        signal.addEventListener("abort", onAbort, { once: true });
-        chat.then(
-          (r) => {
-            signal.removeEventListener("abort", onAbort);
-            resolve(r.exitCode);
-          },
-          (err) => {
-            signal.removeEventListener("abort", onAbort);
-            reject(err);
-          },
-        );
-      }),
+    exited: (signal: AbortSignal) => chatExited(chat, signal),
     // Kill the chat by process name so the wrapper survives to export the session, then give the
     // wrapper its time to do so.
     stop: async () => {
-      await execIn(c, ["pkill", "-KILL", "hermes"], {
-        user: "0:0",
-        signal: AbortSignal.timeout(ROOT_STEP_MS),
-      }).catch(() => undefined);
+      await c
+        .exec(["pkill", "-KILL", "hermes"], {
+          user: "0:0",
+          signal: AbortSignal.timeout(ROOT_STEP_MS),
+        })
+        .catch(() => undefined);
       if (chat)
         await Promise.race([chat.catch(() => undefined), sleep(EXPORT_GRACE_MS)]).catch(() => undefined);
     },
     // Every process of the agent user at once (the chat, the wrapper, whatever its tools left
     // running); the container itself stays up for the post-mortem export.
     kill: async () => {
-      await execIn(c, ["pkill", "-KILL", "-u", String(HERMES_UID)], {
-        user: "0:0",
-        signal: AbortSignal.timeout(ROOT_STEP_MS),
-      }).catch(() => undefined);
+      await c
+        .exec(["pkill", "-KILL", "-u", String(HERMES_UID)], {
+          user: "0:0",
+          signal: AbortSignal.timeout(ROOT_STEP_MS),
+        })
+        .catch(() => undefined);
       if (chat) await Promise.race([chat.catch(() => undefined), sleep(10_000)]).catch(() => undefined);
     },
     transcript: () => result?.stdout ?? "",
@@ -200,16 +210,37 @@ export async function createHermesAgent(
   };
 }
 
+/** The chat's exit status once it ends; rejects when `signal` aborts first. */
+function chatExited(chat: Promise<ExecResult> | undefined, signal: AbortSignal): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    if (!chat) return reject(new InfraError("episode_state", "hermes was never started"));
+    const onAbort = () => reject(signal.reason);
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    chat.then(
+      (r) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(r.exitCode);
+      },
+      (err) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err);
+      },
+    );
+  });
+}
+
 /** Re-run the export from the persistent session store (upstream's `_post_mortem_export`). */
-export async function postMortemExport(c: Container): Promise<void> {
-  await execIn(
-    c,
-    [
-      "bash",
-      "-c",
-      "hermes sessions export /workspace/turns.jsonl 2>>/workspace/turns_export.err; " +
-        'echo "export_rc=$? path=post_mortem" >>/workspace/turns_export.err',
-    ],
-    { user: "hermes", workingDir: "/workspace", signal: AbortSignal.timeout(EXPORT_GRACE_MS) },
-  ).catch(() => undefined);
+export async function postMortemExport(c: EpisodeContainer): Promise<void> {
+  await c
+    .exec(
+      [
+        "bash",
+        "-c",
+        "hermes sessions export /workspace/turns.jsonl 2>>/workspace/turns_export.err; " +
+          'echo "export_rc=$? path=post_mortem" >>/workspace/turns_export.err',
+      ],
+      { user: "hermes", workingDir: "/workspace", signal: AbortSignal.timeout(EXPORT_GRACE_MS) },
+    )
+    .catch(() => undefined);
 }

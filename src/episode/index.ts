@@ -2,6 +2,10 @@
 export { ARTIFACT_FILES } from "./artifacts.js";
 export { attributeAgentEnd, type KillReason, primaryFailure, upstreamFailing } from "./attribution.js";
 export { type BenchGradeInput, ctrfCorrectness, gradeBenchDeliverable, rewardOf } from "./bench-verifier.js";
+export { type CtrfReport, parseCtrf, parseReward, scoreOf } from "./ctrf.js";
+export { type Deadline, deadline } from "./deadline.js";
+export { POLICY_PORT, runEpisode } from "./episode.js";
+export { type GraderKind, type GradingRecord, gradingRecord } from "./grading-record.js";
 export {
   type CheckOptions,
   type CheckRow,
@@ -9,11 +13,7 @@ export {
   checkScenario,
   checkScenarios,
   formatCheckTable,
-} from "./check.js";
-export { type CtrfReport, parseCtrf, parseReward, scoreOf } from "./ctrf.js";
-export { type Deadline, deadline } from "./deadline.js";
-export { POLICY_PORT, runEpisode } from "./episode.js";
-export { type GraderKind, type GradingRecord, gradingRecord } from "./grading-record.js";
+} from "./scenario-check.js";
 export type {
   EpisodeFailure,
   EpisodeImages,

@@ -6,7 +6,7 @@
 import type { Logger } from "../log.js";
 import type { Receipt, UsageSummary } from "../meter/index.js";
 import type { Pack } from "../pack/index.js";
-import type { EpisodeScope, Sandbox } from "../sandbox/index.js";
+import type { EpisodeEngine, EpisodeScope, Sandbox } from "../sandbox/index.js";
 import type { ArtifactWriter } from "./artifacts.js";
 import type { EpisodeFailure, EpisodeMeter, EpisodeResult, EpisodeScenario } from "./types.js";
 
@@ -75,6 +75,10 @@ export class EpisodeRun {
       verifier: null,
       artifacts: { dir: artifacts.dir, files: {} },
     };
+  }
+  /** The container engine, through the one seam the episode drives containers by. */
+  get engine(): EpisodeEngine {
+    return this.sandbox.episodeEngine;
   }
 
   fail(f: EpisodeFailure): void {

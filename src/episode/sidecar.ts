@@ -9,27 +9,19 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { InfraError } from "../errors.js";
 import { type Pack, POLICY_DIR_TMPFS_BYTES, policyTarEntries } from "../pack/index.js";
 import {
-  attachStdin,
   type BuiltImage,
-  type Container,
-  connectNetwork,
-  createContainer,
+  type EpisodeContainer,
   type EpisodeTopology,
-  execIn,
   hostAddress,
-  inspectContainer,
   type MeterLoss,
   packTar,
-  readLogs,
   type Sandbox,
   SIDECAR_LIMITS,
-  startContainer,
   type TarEntry,
-  waitExit,
 } from "../sandbox/index.js";
 import { type Deadline, deadline } from "./deadline.js";
 import type { EpisodeRun } from "./run-context.js";
-import type { EpisodeFailure, EpisodeRuntime, SidecarSdk } from "./types.js";
+import type { EpisodeFailure, SidecarSdk } from "./types.js";
 
 export const POLICY_PORT = 8800;
 export const POLICY_UID = 10001;
@@ -53,7 +45,7 @@ async function imageCommand(sandbox: Sandbox, image: BuiltImage): Promise<string
 }
 
 export interface Sidecar {
-  container: Container;
+  container: EpisodeContainer;
   name: string;
   /** Its address on the meter network. */
   meterIp: string;
@@ -86,7 +78,7 @@ export function outsideKill(sidecar: Pick<Sidecar, "meterLoss">, message: string
 }
 
 /** The image, command, user and files that make one of the two kinds of sidecar. */
-interface SidecarLaunch {
+export interface SidecarLaunch {
   cmd: string[];
   user: string;
   env: Record<string, string>;
@@ -97,7 +89,7 @@ interface SidecarLaunch {
 }
 
 /** Our sidecar image: its own command, uid 10001, the policy files in /policy. */
-async function builtinLaunch(run: EpisodeRun, image: BuiltImage): Promise<SidecarLaunch> {
+export async function builtinLaunch(run: EpisodeRun, image: BuiltImage): Promise<SidecarLaunch> {
   return {
     cmd: await imageCommand(run.sandbox, image),
     user: `${POLICY_UID}:${POLICY_UID}`,
@@ -122,7 +114,7 @@ const HERMES_ID = 10000;
  * hermes, on a read-only root with tmpfs for /policy, /tmp and HOME: the policy sees the same
  * files, user, paths and environment.
  */
-function benchLaunch(run: EpisodeRun, sdk: SidecarSdk): SidecarLaunch {
+export function benchLaunch(run: EpisodeRun, sdk: SidecarSdk): SidecarLaunch {
   const own = { uid: HERMES_ID, gid: HERMES_ID };
   const sdkDirs = new Set<string>(["sdk"]);
   for (const f of sdk.files) {
@@ -165,19 +157,19 @@ export async function createSidecar(
     topo: EpisodeTopology;
     base: string;
     defaultModel: string;
-    runtime: EpisodeRuntime;
+    /** The kind's command, user, files and health probe (src/episode/episode-kind.ts). */
+    launch: () => Promise<SidecarLaunch>;
   },
 ): Promise<Sidecar> {
-  const { sandbox, scope, token } = run;
+  const { scope, token } = run;
   if (!scope || token === undefined) throw new InfraError("episode_state", "sidecar before topology");
   const { topo } = opts;
   const name = `${opts.base}-sidecar`;
   scope.trackContainer(name);
   const agentIp = hostAddress(topo.agentNet.subnet, 2);
   const meterIp = hostAddress(topo.meterNet.subnet, 2);
-  const launch =
-    opts.runtime.kind === "bench" ? benchLaunch(run, opts.runtime.sdk) : await builtinLaunch(run, opts.image);
-  const container = await createContainer(sandbox.docker, {
+  const launch = await opts.launch();
+  const container = await run.engine.create({
     name,
     image: opts.image.ref,
     // The root is read-only, so the engine accepts no archive upload: the policy files arrive
@@ -210,8 +202,8 @@ export async function createSidecar(
   });
   const policyTar = await packTar(launch.files);
   const [stdin] = await Promise.all([
-    attachStdin(container),
-    connectNetwork(sandbox.docker, topo.meterNet.name, container.id, [], meterIp),
+    container.openStdin(),
+    run.engine.connect(topo.meterNet.name, container, meterIp),
   ]);
   const reached = topo.reach ? await topo.reach(meterIp, POLICY_PORT) : undefined;
   return {
@@ -222,14 +214,16 @@ export async function createSidecar(
     health: launch.health,
     meterLoss: () => topo.meterLoss?.(),
     start: async () => {
-      await startContainer(container);
+      await container.start();
       await stdin.send(policyTar);
     },
     policyLogTail: async () => {
       if (!launch.policyLog) return "";
-      const r = await execIn(container, ["tail", "-c", "65536", launch.policyLog], {
-        signal: AbortSignal.timeout(10_000),
-      }).catch(() => undefined);
+      const r = await container
+        .exec(["tail", "-c", "65536", launch.policyLog], {
+          signal: AbortSignal.timeout(10_000),
+        })
+        .catch(() => undefined);
       return r?.exitCode === 0 ? r.stdout : "";
     },
   };
@@ -263,7 +257,7 @@ export type HealthOutcome = { kind: "healthy" } | { kind: "exited"; code: number
 async function pollHealth(
   url: string,
   bodyIncludes: string | undefined,
-  container: Container,
+  container: EpisodeContainer,
   dl: Deadline,
 ): Promise<HealthOutcome> {
   const done = new AbortController();
@@ -274,11 +268,11 @@ async function pollHealth(
   const exited = (async (): Promise<HealthOutcome | undefined> => {
     while (!signal.aborted) {
       try {
-        return { kind: "exited", code: await waitExit(container, signal) };
+        return { kind: "exited", code: await container.wait(signal) };
       } catch {
         if (signal.aborted) break;
-        const info = await inspectContainer(container).catch(() => undefined);
-        if (info && !info.State.Running) return { kind: "exited", code: info.State.ExitCode };
+        const info = await container.state().catch(() => undefined);
+        if (info && !info.running) return { kind: "exited", code: info.exitCode };
         await sleep(250, undefined, { signal }).catch(() => undefined);
       }
     }
@@ -296,8 +290,8 @@ async function pollHealth(
   if (first) return first;
   if (dl.expired) {
     // The deadline may have raced a crash: a container that is gone by now crashed.
-    const info = await inspectContainer(container).catch(() => undefined);
-    if (info && !info.State.Running) return { kind: "exited", code: info.State.ExitCode };
+    const info = await container.state().catch(() => undefined);
+    if (info && !info.running) return { kind: "exited", code: info.exitCode };
     return { kind: "timeout" };
   }
   throw dl.signal.reason ?? new DOMException("aborted", "AbortError");
@@ -324,7 +318,7 @@ export async function awaitHealthy(
   }
   run.log.debug({ phase: `sidecar.${health.kind}` }, "episode.phase");
   if (health.kind === "healthy") return { healthy: true, policyLog: "" };
-  const logs = await readLogs(sidecar.container, 256 * 1024).catch(() => ({
+  const logs = await sidecar.container.logs(256 * 1024).catch(() => ({
     stdout: "",
     stderr: "",
     truncated: false,

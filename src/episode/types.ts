@@ -3,9 +3,11 @@ import type { Logger } from "../log.js";
 import type { Activity, Listener, ModelUsage, Receipt, UsageSummary } from "../meter/index.js";
 import type { Pack } from "../pack/index.js";
 import type { BuiltImage, Sandbox } from "../sandbox/index.js";
-import type { KillReason } from "./attribution.js";
 import type { UpstreamProvenance } from "./hermes-session.js";
 import type { AnswerProvenance } from "./provenance.js";
+
+/** Why the episode ended the agent (attribution.ts turns it into a failure). */
+export type KillReason = "deadline" | "watchdog_no_call" | "watchdog_idle" | "policy_exited" | "disk_limit";
 
 /**
  * What the episode needs of a scenario (the catalogue's Scenario satisfies it): the folder

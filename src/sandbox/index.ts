@@ -50,6 +50,12 @@ export {
 export { installEngineFirewall } from "./engine-firewall.js";
 export { EngineWatch } from "./engine-watch.js";
 export {
+  type ContainerState,
+  dockerEpisodeEngine,
+  type EpisodeContainer,
+  type EpisodeEngine,
+} from "./episode-engine.js";
+export {
   AGENT_BRIDGE_PREFIX,
   canonicalCidr,
   chainRules,
@@ -87,6 +93,15 @@ export {
   openLayerCounter,
   watchLayer,
 } from "./layer-watch.js";
+export {
+  attachRelay,
+  DockerStreamDemux,
+  encodeFrame,
+  FRAME,
+  FRAME_HEADER,
+  FrameDecoder,
+  type RelayLink,
+} from "./meter-link.js";
 export { type EpisodeNetwork, NetworkPool } from "./networks.js";
 export {
   digestFor,
@@ -98,15 +113,6 @@ export {
   tagOf,
 } from "./pull.js";
 export { EpisodeScope, Reaper, type SweepResult } from "./reaper.js";
-export {
-  attachRelay,
-  DockerStreamDemux,
-  encodeFrame,
-  FRAME,
-  FRAME_HEADER,
-  FrameDecoder,
-  type RelayLink,
-} from "./relay.js";
 export {
   type ContainerRuntime,
   chooseEpisodeRuntime,

@@ -13,11 +13,12 @@ import { DNS_CVE, engineDnsVerdict } from "./dns.js";
 import { type Container, connectDocker, type Docker, engine } from "./docker.js";
 import { installEngineFirewall } from "./engine-firewall.js";
 import { EngineWatch } from "./engine-watch.js";
+import { dockerEpisodeEngine, type EpisodeEngine } from "./episode-engine.js";
 import { installFirewall, METER_EPISODE_PORT } from "./firewall.js";
 import { containerIdFromMountinfo, LABEL, newSession, type SandboxSession, uniqueName } from "./labels.js";
+import { attachRelay } from "./meter-link.js";
 import { type EpisodeNetwork, NetworkPool } from "./networks.js";
 import { type EpisodeScope, Reaper } from "./reaper.js";
-import { attachRelay } from "./relay.js";
 import {
   bindEpisodeRuntime,
   chooseEpisodeRuntime,
@@ -70,7 +71,7 @@ export interface SandboxOptions {
   log?: Logger;
   /**
    * An engine other than the daemon's own (the pool's remote engines): the meter is reached through
-   * a relay container of `relayImage` on each episode's meter network (src/sandbox/relay.ts), and
+   * a relay container of `relayImage` on each episode's meter network (src/sandbox/meter-link.ts), and
    * the episode firewall is installed on the engine's host through its API ("iptables" then means
    * that; "off" skips it). The image must be on the engine.
    */
@@ -151,6 +152,8 @@ export class Sandbox {
   readonly poolCidr: string;
   /** The engine client episodes use: a view of the connection carrying this sandbox's episode runtime. */
   readonly docker: Docker;
+  /** The seam episodes drive their containers through (episode-engine.ts), on `docker`. */
+  readonly episodeEngine: EpisodeEngine;
   private runtime: ResolvedRuntime | undefined;
 
   private constructor(
@@ -159,6 +162,7 @@ export class Sandbox {
   ) {
     const docker = runtimeClient(connection);
     this.docker = docker;
+    this.episodeEngine = dockerEpisodeEngine(docker);
     this.log = opts.log ?? silentLogger;
     this.session = newSession();
     this.poolCidr = opts.poolCidr ?? "10.213.0.0/16";

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProjectImages } from "../../src/bench/index.js";
-import { checkScenario, checkScenarios } from "../../src/episode/check.js";
+import { checkScenario, checkScenarios } from "../../src/episode/scenario-check.js";
 import type { Sandbox } from "../../src/sandbox/sandbox.js";
 import { loadCatalogue } from "../../src/scenarios/index.js";
 import { REPO_ROOT, SCENARIOS_DIR } from "../helpers/episode.js";

@@ -1,6 +1,6 @@
 /**
  * The meter relay's protocol end to end, without Docker: docker/images/meter-relay/relay.cjs runs
- * as a local process (its stdin/stdout standing in for the attach stream), src/sandbox/relay.ts is
+ * as a local process (its stdin/stdout standing in for the attach stream), src/sandbox/meter-link.ts is
  * the daemon's end, and the "meter" and the "sidecar" are servers of our own on loopback.
  */
 import { type ChildProcess, spawn } from "node:child_process";
@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { Duplex } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/log.js";
-import { linkRelay, type RelayLink } from "../../src/sandbox/relay.js";
+import { linkRelay, type RelayLink } from "../../src/sandbox/meter-link.js";
 
 const RELAY = join(import.meta.dirname, "../../docker/images/meter-relay/relay.cjs");
 

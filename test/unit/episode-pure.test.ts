@@ -6,9 +6,9 @@ import {
   primaryFailure,
   upstreamFailing,
 } from "../../src/episode/attribution.js";
-import { formatCheckTable } from "../../src/episode/check.js";
 import { parseCtrf, parseReward, scoreOf } from "../../src/episode/ctrf.js";
 import { deadline } from "../../src/episode/deadline.js";
+import { formatCheckTable } from "../../src/episode/scenario-check.js";
 import { round4 } from "../../src/precision.js";
 
 const ctrf = (tests: Array<[string, string]>, summary?: object) =>
