@@ -200,6 +200,18 @@ export class EpochEvaluator {
       minerUid: plan.challengerUid,
       llmModel: llmModelLabel(d.config.llm.defaultModel),
     });
+    const { result, logText } = await this.evaluateObtained(plan, pack, { signal, log, tracker });
+    this.settle(plan, result, { blockHeight, startedAtMs, log, logText });
+  }
+
+  /** The pack evaluated for the epoch, with the loop kept alive on the status page and the logs recorded. */
+  private async evaluateObtained(
+    plan: Extract<EpochPlan, { action: "evaluate" }>,
+    pack: ObtainedPack,
+    c: { signal: AbortSignal; log: Logger; tracker: ProgressTracker },
+  ): Promise<{ result: PackEvaluation; logText: string | null }> {
+    const d = this.d;
+    const { signal, log, tracker } = c;
     const recording: LogRecording | undefined = d.logTap?.start();
     // The loop is alive while it evaluates for half an hour: tell the status page so.
     const alive = setInterval(() => d.live.tick("eval"), Math.max(1_000, d.config.platform.pollIntervalMs));
@@ -229,6 +241,17 @@ export class EpochEvaluator {
       if (recording && d.logTap) logText = d.logTap.stop(recording);
     }
 
+    return { result, logText };
+  }
+
+  /** A verdict is queued to be posted; a discard is retried later with an alarm; an abort is only logged. */
+  private settle(
+    plan: Extract<EpochPlan, { action: "evaluate" }>,
+    result: PackEvaluation,
+    c: { blockHeight: number; startedAtMs: number; log: Logger; logText: string | null },
+  ): void {
+    const d = this.d;
+    const { blockHeight, startedAtMs, log, logText } = c;
     switch (result.kind) {
       case "verdict": {
         // A rejection before the bench was prepared carries the bench last pulled, as upstream's.

@@ -108,40 +108,20 @@ function settingsOf(config: Config, opts: OpenEnvironmentOptions): EvaluationSet
   };
 }
 
+type Cleanup = () => Promise<void> | void;
+
 export async function openEnvironment(config: Config, opts: OpenEnvironmentOptions): Promise<Environment> {
   const log = opts.log;
   const live = opts.live ?? new LiveStatus();
   const db = opts.db ?? openDb(config.dbPath, { log });
-  const cleanups: Array<() => Promise<void> | void> = [];
+  const cleanups: Cleanup[] = [];
   try {
     const [allowlist, prices, catalogue] = await Promise.all([
       loadAllowlist(ALLOWLIST_FILE),
       loadPriceTable(PRICE_TABLE_FILE),
       loadCatalogue(config.evaluation.scenariosDir),
     ]);
-
-    let upstreamUrl = config.llm.baseUrl;
-    let apiKey = config.llm.apiKey;
-    if (config.llm.simulated) {
-      const { startEngySim } = await import("../engy-sim/index.js");
-      const sim = await startEngySim({
-        host: "127.0.0.1",
-        port: 0,
-        seed: config.sim.seed,
-        ...(config.sim.profilePath ? { profile: config.sim.profilePath } : {}),
-        scenariosDir: config.evaluation.scenariosDir,
-        latencyScale: config.sim.latencyScale,
-        log: log.child({ component: "engy-sim" }),
-      });
-      cleanups.push(() => sim.close());
-      upstreamUrl = sim.url;
-      apiKey = "sim-key";
-      log.info(
-        { url: sim.url, seed: config.sim.seed, latencyScale: config.sim.latencyScale },
-        "engy_sim.started",
-      );
-    }
-
+    const { upstreamUrl, apiKey } = await startUpstream(config, log, cleanups);
     const meter = new Meter({
       upstreamUrl,
       ...(apiKey ? { apiKey } : {}),
@@ -153,59 +133,9 @@ export async function openEnvironment(config: Config, opts: OpenEnvironmentOptio
       ...(opts.meterRetry ? { retry: opts.meterRetry } : {}),
     });
     cleanups.push(() => meter.stop());
-
-    // The first engine builds the images (and the meter relay the others need).
-    let images: ProjectImages | undefined;
-    const imagesOn = (docker: Docker) =>
-      (images ??= new ProjectImages(docker, {
-        repoRoot: REPO_ROOT,
-        ...(config.evaluation.agentImage ? { agentImage: config.evaluation.agentImage } : {}),
-        ...(config.evaluation.sidecarImage ? { sidecarImage: config.evaluation.sidecarImage } : {}),
-        log: log.child({ component: "images" }),
-      }));
-    const engines = config.evaluation.engines;
-    const pool = await EnginePool.open({
-      engines: engines.list,
-      explicit: engines.explicit,
-      sshAgent: engines.sshAgent,
-      poolCidr: config.evaluation.subnetPool,
-      daemonInContainer: config.evaluation.daemonInContainer,
-      episodeRuntime: config.evaluation.episodeRuntime,
-      log: log.child({ component: "pool" }),
-      observer: live,
-      kv: new KvRepo(db),
-      relayImage: (docker, signal) => imagesOn(docker).meterRelay(signal),
-    });
-    cleanups.push(() => pool.close());
-    const sandbox = pool.primary;
-    const projectImages = imagesOn(sandbox.docker);
-
-    const kind = opts.bench ?? config.evaluation.benchSource ?? "builtin";
-    let bench: BenchSource;
-    if (kind === "registry") {
-      const sdk = sdkSingleFile();
-      bench = new RegistryBench({
-        docker: sandbox.docker,
-        session: sandbox.session,
-        ref: opts.benchRef ?? benchImageRef(config.evaluation.benchImage, config.evaluation.imageChannel),
-        specs: await loadSubnetSpecs(config.evaluation.subnetSpecsFile),
-        sdk: { entry: sdk.name, files: [{ path: sdk.name, data: sdk.content }] },
-        verifierNetwork: config.evaluation.verifierNetwork ?? "bridge",
-        credentials: {
-          username: config.evaluation.registryUsername,
-          password: config.evaluation.registryPassword,
-        },
-        log: log.child({ component: "bench" }),
-      });
-    } else {
-      bench = new BuiltinBench(catalogue, projectImages, {
-        episodeCapUsd: config.llm.episodeCapUsd,
-        defaultSuite: config.evaluation.suite,
-      });
-    }
+    const { pool, projectImages } = await openPool(config, log, live, db, cleanups);
+    const bench = await benchOf(config, opts, pool.primary, catalogue, projectImages);
     log.info({ bench: bench.label }, "environment.bench");
-
-    let closed = false;
     return {
       config,
       log,
@@ -215,29 +145,117 @@ export async function openEnvironment(config: Config, opts: OpenEnvironmentOptio
       settings: settingsOf(config, opts),
       priceTableHash: meter.priceTableHash,
       meter,
-      sandbox,
+      sandbox: pool.primary,
       pool,
       images: projectImages,
       catalogue,
       bench,
       repo: new EvaluationRepo(db, opts.network),
       upstreamUrl,
-      async close() {
-        if (closed) return;
-        closed = true;
-        for (const c of cleanups.reverse()) {
-          try {
-            await c();
-          } catch (err) {
-            log.warn({ err: (err as Error).message }, "environment.close_failed");
-          }
-        }
-        if (!opts.db) db.close();
-      },
+      close: closerOf(cleanups, opts.db ? undefined : db, log),
     };
   } catch (err) {
     for (const c of cleanups.reverse()) await Promise.resolve(c()).catch(() => undefined);
     if (!opts.db) db.close();
     throw err;
   }
+}
+
+/** The upstream the meter forwards to: the operator's, or the in-process Engy simulator when no key is set. */
+async function startUpstream(
+  config: Config,
+  log: Logger,
+  cleanups: Cleanup[],
+): Promise<{ upstreamUrl: string; apiKey: string | undefined }> {
+  if (!config.llm.simulated) return { upstreamUrl: config.llm.baseUrl, apiKey: config.llm.apiKey };
+  const { startEngySim } = await import("../engy-sim/index.js");
+  const sim = await startEngySim({
+    host: "127.0.0.1",
+    port: 0,
+    seed: config.sim.seed,
+    ...(config.sim.profilePath ? { profile: config.sim.profilePath } : {}),
+    scenariosDir: config.evaluation.scenariosDir,
+    latencyScale: config.sim.latencyScale,
+    log: log.child({ component: "engy-sim" }),
+  });
+  cleanups.push(() => sim.close());
+  log.info(
+    { url: sim.url, seed: config.sim.seed, latencyScale: config.sim.latencyScale },
+    "engy_sim.started",
+  );
+  return { upstreamUrl: sim.url, apiKey: "sim-key" };
+}
+
+/** The engines episodes run on; the first one builds the images (and the meter relay the others need). */
+async function openPool(config: Config, log: Logger, live: LiveStatus, db: Db, cleanups: Cleanup[]) {
+  let images: ProjectImages | undefined;
+  const imagesOn = (docker: Docker) =>
+    (images ??= new ProjectImages(docker, {
+      repoRoot: REPO_ROOT,
+      ...(config.evaluation.agentImage ? { agentImage: config.evaluation.agentImage } : {}),
+      ...(config.evaluation.sidecarImage ? { sidecarImage: config.evaluation.sidecarImage } : {}),
+      log: log.child({ component: "images" }),
+    }));
+  const engines = config.evaluation.engines;
+  const pool = await EnginePool.open({
+    engines: engines.list,
+    explicit: engines.explicit,
+    sshAgent: engines.sshAgent,
+    poolCidr: config.evaluation.subnetPool,
+    daemonInContainer: config.evaluation.daemonInContainer,
+    episodeRuntime: config.evaluation.episodeRuntime,
+    log: log.child({ component: "pool" }),
+    observer: live,
+    kv: new KvRepo(db),
+    relayImage: (docker, signal) => imagesOn(docker).meterRelay(signal),
+  });
+  cleanups.push(() => pool.close());
+  return { pool, projectImages: imagesOn(pool.primary.docker) };
+}
+
+/** Where scenarios and images come from: the subnet's registry bench, or the built-in suite (default). */
+async function benchOf(
+  config: Config,
+  opts: OpenEnvironmentOptions,
+  sandbox: EnginePool["primary"],
+  catalogue: Catalogue,
+  projectImages: ProjectImages,
+): Promise<BenchSource> {
+  const kind = opts.bench ?? config.evaluation.benchSource ?? "builtin";
+  if (kind !== "registry")
+    return new BuiltinBench(catalogue, projectImages, {
+      episodeCapUsd: config.llm.episodeCapUsd,
+      defaultSuite: config.evaluation.suite,
+    });
+  const sdk = sdkSingleFile();
+  return new RegistryBench({
+    docker: sandbox.docker,
+    session: sandbox.session,
+    ref: opts.benchRef ?? benchImageRef(config.evaluation.benchImage, config.evaluation.imageChannel),
+    specs: await loadSubnetSpecs(config.evaluation.subnetSpecsFile),
+    sdk: { entry: sdk.name, files: [{ path: sdk.name, data: sdk.content }] },
+    verifierNetwork: config.evaluation.verifierNetwork ?? "bridge",
+    credentials: {
+      username: config.evaluation.registryUsername,
+      password: config.evaluation.registryPassword,
+    },
+    log: opts.log.child({ component: "bench" }),
+  });
+}
+
+/** Closes once, in reverse order of opening; a failing step is logged and the rest still close. */
+function closerOf(cleanups: Cleanup[], ownDb: Db | undefined, log: Logger): () => Promise<void> {
+  let closed = false;
+  return async () => {
+    if (closed) return;
+    closed = true;
+    for (const c of cleanups.reverse()) {
+      try {
+        await c();
+      } catch (err) {
+        log.warn({ err: (err as Error).message }, "environment.close_failed");
+      }
+    }
+    ownDb?.close();
+  };
 }

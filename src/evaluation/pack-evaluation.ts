@@ -5,17 +5,20 @@
  */
 import { join, resolve } from "node:path";
 import type { BenchProgress, BenchResolution, PreparedBench } from "../bench/index.js";
-import { runEpisode } from "../episode/index.js";
+import { type EpisodeResult, runEpisode } from "../episode/index.js";
 import { type ErrorCode, isAbortError, toValidatorError } from "../errors.js";
-import type { PackResult } from "../pack/index.js";
+import type { Logger } from "../log.js";
+import type { Pack, PackResult } from "../pack/index.js";
 import { judgePolicyScan, PolicyScanUnencodable } from "../policy/index.js";
-import { singleEngine } from "../pool/index.js";
+import { type EvaluationPlacement, type Placement, singleEngine } from "../pool/index.js";
 import { HARNESS_NAME, VERSION } from "../version.js";
-import { evaluate, newEvaluationId, resumeKeyOf } from "./evaluate.js";
+import { type EvaluateOptions, evaluate, newEvaluationId, resumeKeyOf } from "./evaluate.js";
 import { outcomeOf } from "./outcome.js";
 import { longestFirst } from "./schedule.js";
 import type {
   BenchFacts,
+  EpisodeOutcome,
+  EpisodeRequest,
   EvaluationEnvironment,
   EvaluationEvent,
   EvaluationResult,
@@ -137,15 +140,31 @@ function recordRejection(
   return { kind: "verdict", evaluationId: id, verdict };
 }
 
+/** What the steps of one pack's evaluation share, once the bench is prepared. */
+interface PackRun {
+  env: EvaluationEnvironment;
+  req: PackEvaluationRequest;
+  pack: Pack;
+  spec: number;
+  capUsd: number;
+  suite: { suite?: string };
+  names: string[];
+  prepared: PreparedBench;
+  byName: Map<string, PreparedBench["scenarios"][number]>;
+  placement: EvaluationPlacement;
+  epochId: string | undefined;
+  log: Logger;
+  outBase: string | undefined;
+  watch: EpochWatch;
+}
+
 export async function evaluatePack(
   env: EvaluationEnvironment,
   req: PackEvaluationRequest,
 ): Promise<PackEvaluation> {
-  const settings = env.settings;
   // A pool of engines bounds itself by its slots; the default engine by the evaluation's concurrency.
-  const concurrency = req.concurrency ?? env.pool?.capacity ?? settings.concurrency;
+  const concurrency = req.concurrency ?? env.pool?.capacity ?? env.settings.concurrency;
   const resolved = resolveRequest(env, req);
-  const spec = resolved.spec;
   // The cap is the spec's, read once: every episode, the verdict and the live view use this value.
   const capUsd = resolved.episodeCapUsd;
   const suite = resolved.suite !== undefined ? { suite: resolved.suite } : {};
@@ -154,55 +173,118 @@ export async function evaluatePack(
     return recordRejection(
       env,
       req,
-      spec,
+      resolved.spec,
       hash,
       req.pack.rejection,
       provenanceOf(env, capUsd, concurrency, suite),
     );
   }
+  const ready = await prepareBench(env, req, resolved);
+  if ("result" in ready) return ready.result;
+  const { prepared } = ready;
+  const bench = benchFactsOf(env, prepared);
+  notifyPrepared(env, req, { spec: resolved.spec, capUsd, bench });
   const pack = req.pack.pack;
   const names = [...resolved.names];
-  let prepared: PreparedBench;
+  const policyScan = scanOf(pack.policyFiles, names, env);
+  const provenance = () => provenanceOf(env, capUsd, concurrency, { ...suite, bench, policyScan });
+  const placement = env.pool?.forEvaluation() ?? singleEngine(env.sandbox);
+  if (env.pool) await prefetchImages(env, prepared, req.onBenchProgress);
+  const epochId = req.epochId === undefined ? undefined : String(req.epochId);
+  const watch = watchEpoch(env, req);
+  const run: PackRun = {
+    env,
+    req,
+    pack,
+    spec: resolved.spec,
+    capUsd,
+    suite,
+    names,
+    prepared,
+    byName: new Map(prepared.scenarios.map((s) => [s.name, s])),
+    placement,
+    epochId,
+    log: env.log.child({ pack: pack.hash.slice(0, 12), ...(epochId ? { epoch: epochId } : {}) }),
+    outBase: req.outDir ? resolve(req.outDir) : undefined,
+    watch,
+  };
   try {
-    prepared = await env.bench.prepare(resolved, {
+    return await evaluate(evaluateOptionsOf(run, concurrency, provenance));
+  } catch (err) {
+    if (isAbortError(err) && watch.signal.aborted) {
+      return { kind: "aborted", evaluationId: "", reason: String(watch.signal.reason?.code ?? "aborted") };
+    }
+    throw err;
+  } finally {
+    watch.dispose();
+    env.observer.endEvaluation();
+  }
+}
+
+/** Images built or pulled and probes run; a failure is an abort or a discard (nothing can be said of the pack). */
+async function prepareBench(
+  env: EvaluationEnvironment,
+  req: PackEvaluationRequest,
+  resolved: BenchResolution,
+): Promise<{ prepared: PreparedBench } | { result: EvaluationResult }> {
+  try {
+    const prepared = await env.bench.prepare(resolved, {
       ...(req.signal ? { signal: req.signal } : {}),
       onProgress: (p) => {
         env.observer.benchProgress?.(p);
         req.onBenchProgress?.(p);
       },
     });
+    return { prepared };
   } catch (err) {
     if (isAbortError(err) || req.signal?.aborted)
-      return { kind: "aborted", evaluationId: "", reason: String(req.signal?.reason?.code ?? "aborted") };
-    // No images, no probes: nothing was evaluated and nothing can be said of the pack.
+      return {
+        result: { kind: "aborted", evaluationId: "", reason: String(req.signal?.reason?.code ?? "aborted") },
+      };
     const e = toValidatorError(err);
     env.log.error({ code: e.code, err: e.message }, "evaluation.bench_unavailable");
     env.observer.raise("bench_unavailable", `${env.bench.label}: ${e.message}`, "error");
     env.observer.endEvaluation();
-    return { kind: "discarded", evaluationId: "", code: e.code, message: e.message };
+    return { result: { kind: "discarded", evaluationId: "", code: e.code, message: e.message } };
   }
-  const bench: BenchFacts = {
+}
+
+/** The bench's identity, as the verdict's provenance reports it. */
+function benchFactsOf(env: EvaluationEnvironment, prepared: PreparedBench): BenchFacts {
+  const p = prepared.provenance;
+  return {
     source: env.bench.kind,
     ...(env.bench.kind === "registry" ? { ref: env.bench.label.replace(/^trajrl-bench /, "") } : {}),
-    harnessImageHash: prepared.provenance.harnessImageHash,
-    ...(prepared.provenance.benchImageHash ? { benchImageHash: prepared.provenance.benchImageHash } : {}),
-    ...(prepared.provenance.benchVersion ? { benchVersion: prepared.provenance.benchVersion } : {}),
-    ...(prepared.provenance.harnessName ? { harnessName: prepared.provenance.harnessName } : {}),
-    ...(prepared.provenance.harnessVersion ? { harnessVersion: prepared.provenance.harnessVersion } : {}),
+    harnessImageHash: p.harnessImageHash,
+    ...(p.benchImageHash ? { benchImageHash: p.benchImageHash } : {}),
+    ...(p.benchVersion ? { benchVersion: p.benchVersion } : {}),
+    ...(p.harnessName ? { harnessName: p.harnessName } : {}),
+    ...(p.harnessVersion ? { harnessVersion: p.harnessVersion } : {}),
   };
+}
+
+/** The caller's hook; a failing one is logged, never allowed to stop the evaluation. */
+function notifyPrepared(
+  env: EvaluationEnvironment,
+  req: PackEvaluationRequest,
+  p: { spec: number; capUsd: number; bench: BenchFacts },
+): void {
   try {
-    req.onPrepared?.({ spec, capUsd, bench });
+    req.onPrepared?.(p);
   } catch (err) {
     env.log.warn({ err: (err as Error).message }, "evaluation.on_prepared_failed");
   }
-  const policyScan = scanOf(pack.policyFiles, names, env);
-  const provenance = () => provenanceOf(env, capUsd, concurrency, { ...suite, bench, policyScan });
-  const byName = new Map(prepared.scenarios.map((s) => [s.name, s]));
-  const placement = env.pool?.forEvaluation() ?? singleEngine(env.sandbox);
-  if (env.pool) await prefetchImages(env, prepared, req.onBenchProgress);
-  const epochId = req.epochId === undefined ? undefined : String(req.epochId);
+}
 
-  // One controller for the run: the caller's signal, and our own epoch-moved-on abort.
+/** One controller for the run: the caller's signal, and our own abort when the epoch moves on. */
+interface EpochWatch {
+  signal: AbortSignal;
+  /** Aborts the run with `epoch_changed` when the caller says its epoch is no longer current. */
+  probe(): Promise<void>;
+  dispose(): void;
+}
+
+function watchEpoch(env: EvaluationEnvironment, req: PackEvaluationRequest): EpochWatch {
   const ac = new AbortController();
   const onOuterAbort = () => ac.abort(req.signal?.reason);
   if (req.signal?.aborted) onOuterAbort();
@@ -221,110 +303,116 @@ export async function evaluatePack(
       ac.abort({ code: "epoch_changed", message: "the challenge epoch moved on" });
     }
   };
+  return { signal: ac.signal, probe, dispose: () => req.signal?.removeEventListener("abort", onOuterAbort) };
+}
 
-  const log = env.log.child({ pack: pack.hash.slice(0, 12), ...(epochId ? { epoch: epochId } : {}) });
-  const outBase = req.outDir ? resolve(req.outDir) : undefined;
+function evaluateOptionsOf(run: PackRun, concurrency: number, provenance: () => Provenance): EvaluateOptions {
+  const { env, req, pack, spec, names, epochId } = run;
+  return {
+    repo: env.repo,
+    packHash: pack.hash,
+    spec,
+    scenarios: names,
+    concurrency,
+    capUsd: run.capUsd,
+    log: run.log,
+    provenance,
+    signal: run.watch.signal,
+    onEvent: observerFeed(run),
+    source: req.source,
+    label: req.label,
+    ...(epochId !== undefined ? { epochId } : {}),
+    resumeKey: resumeKeyOf({
+      packHash: pack.hash,
+      spec,
+      scenarios: names,
+      source: req.source,
+      ...(epochId !== undefined ? { epochId } : {}),
+    }),
+    ...(req.backoffScale !== undefined ? { backoffScale: req.backoffScale } : {}),
+    dispatchOrder: (pending) => longestFirstOf(run, pending),
+    runner: (er) => runPlacedEpisode(run, er),
+  };
+}
+
+/** The first event opens the evaluation on the status observer; every event goes to it and to the caller. */
+function observerFeed(run: PackRun): (e: EvaluationEvent) => void {
+  const { env, req } = run;
   let started = false;
-  const onEvent = (e: EvaluationEvent) => {
+  return (e) => {
     if (!started) {
       started = true;
       env.observer.startEvaluation({
         evaluationId: e.evaluationId,
-        packHash: pack.hash,
+        packHash: run.pack.hash,
         label: req.label,
         epochId: req.epochId ?? null,
-        spec,
-        ...suite,
-        capUsd,
-        scenarios: names,
+        spec: run.spec,
+        ...run.suite,
+        capUsd: run.capUsd,
+        scenarios: run.names,
       });
     }
     env.observer.onProgress(e);
     req.onEvent?.(e);
   };
-
-  try {
-    return await evaluate({
-      repo: env.repo,
-      packHash: pack.hash,
-      spec,
-      scenarios: names,
-      concurrency,
-      capUsd,
-      log,
-      provenance,
-      signal: ac.signal,
-      onEvent,
-      source: req.source,
-      label: req.label,
-      ...(epochId !== undefined ? { epochId } : {}),
-      resumeKey: resumeKeyOf({
-        packHash: pack.hash,
-        spec,
-        scenarios: names,
-        source: req.source,
-        ...(epochId !== undefined ? { epochId } : {}),
-      }),
-      ...(req.backoffScale !== undefined ? { backoffScale: req.backoffScale } : {}),
-      // Longest first, from what this database measured of each scenario (else its time limits).
-      dispatchOrder: (pending) =>
-        longestFirst(pending, {
-          history: env.repo.recentDurations(pending),
-          limitsMs: new Map(
-            pending.map((n) => {
-              const t = byName.get(n)!.task;
-              return [n, (t.agent.timeout_sec + t.verifier.timeout_sec) * 1000];
-            }),
-          ),
-        }),
-      runner: async (er) => {
-        await probe();
-        er.signal.throwIfAborted();
-        const r = await placement.run(
-          er.scenario,
-          er.signal,
-          (where) =>
-            runEpisode({
-              sandbox: where.sandbox,
-              images: where.images(prepared.images),
-              runtime: prepared.runtime,
-              strictProvenance: settings.strictProvenance,
-              meter: env.meter,
-              pack,
-              scenario: byName.get(er.scenario)!,
-              capUsd,
-              outDir: outBase ?? join(settings.dataDir, "runs", er.evaluationId),
-              defaultModel: settings.defaultModel,
-              signal: where.signal,
-              log,
-              episodeId: er.episodeId,
-              ...(settings.agentCommand ? { agentCommand: settings.agentCommand } : {}),
-              ...(settings.episodeTimeouts ? { timeouts: settings.episodeTimeouts } : {}),
-              ...(settings.agentEnv ? { agentEnv: settings.agentEnv } : {}),
-              onProgress: (p) => er.onProgress(p),
-            }),
-          er.episodeId,
-        );
-        env.observer.episodeEnd({
-          scenario: r.scenario,
-          outcome: r.status === "scored" ? "scored" : "failed",
-          ...(r.failure ? { failureClass: r.failure.class, failureCode: r.failure.code } : {}),
-        });
-        await probe();
-        return outcomeOf(r);
-      },
-    });
-  } catch (err) {
-    if (isAbortError(err) && ac.signal.aborted) {
-      return { kind: "aborted", evaluationId: "", reason: String(ac.signal.reason?.code ?? "aborted") };
-    }
-    throw err;
-  } finally {
-    req.signal?.removeEventListener("abort", onOuterAbort);
-    env.observer.endEvaluation();
-  }
 }
 
+/** Longest first, from what this database measured of each scenario (else its time limits). */
+function longestFirstOf(run: PackRun, pending: string[]): string[] {
+  return longestFirst(pending, {
+    history: run.env.repo.recentDurations(pending),
+    limitsMs: new Map(
+      pending.map((n) => {
+        const t = run.byName.get(n)!.task;
+        return [n, (t.agent.timeout_sec + t.verifier.timeout_sec) * 1000];
+      }),
+    ),
+  });
+}
+
+/** The evaluation's runner: one attempt placed on an engine, between two probes of the epoch. */
+async function runPlacedEpisode(run: PackRun, er: EpisodeRequest): Promise<EpisodeOutcome> {
+  await run.watch.probe();
+  er.signal.throwIfAborted();
+  const r = await run.placement.run(
+    er.scenario,
+    er.signal,
+    (where) => runEpisodeOn(run, er, where),
+    er.episodeId,
+  );
+  run.env.observer.episodeEnd({
+    scenario: r.scenario,
+    outcome: r.status === "scored" ? "scored" : "failed",
+    ...(r.failure ? { failureClass: r.failure.class, failureCode: r.failure.code } : {}),
+  });
+  await run.watch.probe();
+  return outcomeOf(r);
+}
+
+/** One episode on the engine the placement chose. */
+function runEpisodeOn(run: PackRun, er: EpisodeRequest, where: Placement): Promise<EpisodeResult> {
+  const settings = run.env.settings;
+  return runEpisode({
+    sandbox: where.sandbox,
+    images: where.images(run.prepared.images),
+    runtime: run.prepared.runtime,
+    strictProvenance: settings.strictProvenance,
+    meter: run.env.meter,
+    pack: run.pack,
+    scenario: run.byName.get(er.scenario)!,
+    capUsd: run.capUsd,
+    outDir: run.outBase ?? join(settings.dataDir, "runs", er.evaluationId),
+    defaultModel: settings.defaultModel,
+    signal: where.signal,
+    log: run.log,
+    episodeId: er.episodeId,
+    ...(settings.agentCommand ? { agentCommand: settings.agentCommand } : {}),
+    ...(settings.episodeTimeouts ? { timeouts: settings.episodeTimeouts } : {}),
+    ...(settings.agentEnv ? { agentEnv: settings.agentEnv } : {}),
+    onProgress: (p) => er.onProgress(p),
+  });
+}
 /**
  * Every image the episodes will use (known at once: prepare built or pulled them), placed on the
  * pool's other engines in one copy each, in the background; their first episodes wait for it.
