@@ -40,7 +40,7 @@ import type { LogTap } from "./log-archive.js";
 import { archiveEvaluation, type LogUploader } from "./log-uploads.js";
 import { Loop } from "./loop.js";
 import { openNetwork } from "./network.js";
-import { type EvaluationEnvironment, loadPipeline, type Pipeline } from "./pipeline.js";
+import { loadPipeline, type OpenedEnvironment, type Pipeline } from "./pipeline.js";
 import { deliverTick, heartbeatTick } from "./platform-ticks.js";
 import { specFor } from "./specs.js";
 import { assertSubnetRules, benchFor } from "./subnet-rules.js";
@@ -84,7 +84,7 @@ export class Daemon {
   private db: Db | undefined;
   private ownDb = false;
   private chain: ChainClient | undefined;
-  private env: EvaluationEnvironment | undefined;
+  private env: OpenedEnvironment | undefined;
   private platform: PlatformClient | undefined;
   private pipeline: Pipeline | undefined;
   private networkId: NetworkId | undefined;

@@ -36,7 +36,7 @@ import {
 } from "./decide.js";
 import { BENCH_MARK, benchTelemetryOf, type HealthIssue, lastHarness } from "./heartbeat.js";
 import type { LogRecording, LogTap } from "./log-archive.js";
-import type { EvaluationEnvironment, PackEvaluation, Pipeline } from "./pipeline.js";
+import type { OpenedEnvironment, PackEvaluation, Pipeline } from "./pipeline.js";
 
 export const ALARM = {
   consensusDivergence: "consensus_divergence",
@@ -72,7 +72,7 @@ export interface EpochEvaluatorDeps {
   hotkey: string;
   platform: Pick<PlatformClient, "getEpochCurrent" | "postScenarioProgress">;
   pipeline: Pipeline;
-  env: EvaluationEnvironment;
+  env: OpenedEnvironment;
   evaluations: EvaluationRepo;
   outbox: VerdictOutboxRepo;
   scored: ScoredEpochRepo;
@@ -219,7 +219,7 @@ export class EpochEvaluator {
     let logText: string | null = null;
     try {
       const specNumber = plan.specNumber ?? d.config.evaluation.specNumber;
-      result = await d.pipeline.evaluatePack(d.env, {
+      result = await d.env.evaluatePack({
         pack: pack.result,
         rejectedHash: plan.packHash,
         label: `epoch ${plan.epochId} / ${plan.challengerHotkey.slice(0, 8)}…`,

@@ -40,8 +40,8 @@ export { archiveEvaluation, LogUploader, MAX_UPLOAD_ATTEMPTS, REPLAY_WINDOW_MS }
 export { Loop, type LoopSpec, loopBackoffMs } from "./loop.js";
 export { isKnownNetwork, networkIdFor } from "./network.js";
 export {
-  type EvaluationEnvironment,
   loadPipeline,
+  type OpenedEnvironment,
   type PackEvaluation,
   type PackEvaluationRequest,
   type Pipeline,

@@ -14,24 +14,23 @@ import type { Db, NetworkId } from "../store/index.js";
 
 export type { PackEvaluationRequest } from "../evaluation/index.js";
 
-/** What the daemon itself uses of the environment (a test pipeline provides just this). */
-export type EvaluationEnvironment = Pick<
-  Environment,
-  "config" | "log" | "db" | "live" | "priceTableHash" | "close"
->;
-
 export type PackEvaluation = EvaluationResult;
 
 /**
- * Method syntax on purpose: the environment evaluatePack receives is the one openEnvironment made,
- * so a pipeline with a richer environment type (the real one) fits this seam.
+ * What the daemon holds of the environment the pipeline opened: the parts it uses itself, and the
+ * evaluation bound to that environment (so no caller hands an environment back in, and src/evaluation's
+ * EvaluationEnvironment stays the one type of that name). A test pipeline provides just this.
  */
+export interface OpenedEnvironment
+  extends Pick<Environment, "config" | "log" | "db" | "live" | "priceTableHash" | "close"> {
+  evaluatePack(req: PackEvaluationRequest): Promise<PackEvaluation>;
+}
+
 export interface Pipeline {
   openEnvironment(
     config: Config,
     opts: { log: Logger; live?: LiveStatus; db?: Db; bench?: "builtin" | "registry"; network?: NetworkId },
-  ): Promise<EvaluationEnvironment>;
-  evaluatePack(env: EvaluationEnvironment, req: PackEvaluationRequest): Promise<PackEvaluation>;
+  ): Promise<OpenedEnvironment>;
   toScoreVerdict(v: Verdict): ScoreVerdict;
 }
 
@@ -43,9 +42,19 @@ export async function loadPipeline(): Promise<Pipeline> {
       import("../evaluation/index.js"),
     ]);
     const real: Pipeline = {
-      openEnvironment: environment.openEnvironment,
-      // The environment handed back is the one environment.openEnvironment made: a full Environment.
-      evaluatePack: (env, req) => evaluation.evaluatePack(env as Environment, req),
+      openEnvironment: async (config, opts) => {
+        const env = await environment.openEnvironment(config, opts);
+        const { log, db, live, priceTableHash } = env;
+        return {
+          config: env.config,
+          log,
+          db,
+          live,
+          priceTableHash,
+          close: () => env.close(),
+          evaluatePack: (req) => evaluation.evaluatePack(env, req),
+        };
+      },
       toScoreVerdict: evaluation.toScoreVerdict,
     };
     return real;

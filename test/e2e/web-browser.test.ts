@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { type BrowserContext, chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
-import { type Environment as EvaluationEnvironment, openEnvironment } from "../../src/environment/index.js";
+import { type Environment, openEnvironment } from "../../src/environment/index.js";
 import { evaluatePack, type PackEvaluation } from "../../src/evaluation/index.js";
 import { silentLogger } from "../../src/log.js";
 import { loadPack } from "../../src/pack/index.js";
@@ -42,7 +42,7 @@ describe("status page in headless Chromium during a running evaluation", () => {
   let profile: string;
   let db: Db;
   let live: LiveStatus;
-  let env: EvaluationEnvironment;
+  let env: Environment;
   let server: StatusServer;
   let browser: BrowserContext;
 

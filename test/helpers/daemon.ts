@@ -16,7 +16,12 @@ import {
 } from "@polkadot/util-crypto";
 import type { Config } from "../../src/config.js";
 import { loadConfig } from "../../src/config.js";
-import type { EvaluationEnvironment, PackEvaluation, Pipeline } from "../../src/daemon/index.js";
+import type {
+  OpenedEnvironment,
+  PackEvaluation,
+  PackEvaluationRequest,
+  Pipeline,
+} from "../../src/daemon/index.js";
 import {
   type EpisodeOutcome,
   type EpisodeRequest,
@@ -190,122 +195,125 @@ export function corePipeline(o: CorePipelineOptions): { pipeline: Pipeline; seen
   // The daemon's network, as the real environment stamps it on the epochs' evaluations.
   let network: string | undefined;
   const pipeline: Pipeline = {
-    async openEnvironment(config, opts): Promise<EvaluationEnvironment> {
+    async openEnvironment(config, opts): Promise<OpenedEnvironment> {
       seen.opened++;
       network = opts.network;
+      const env = { config, db: opts.db!, log: opts.log };
       return {
-        config,
-        log: opts.log,
-        db: opts.db!,
+        ...env,
         live: opts.live!,
         priceTableHash: "0".repeat(64),
         close: async () => {},
+        evaluatePack: (req) => evaluatePack(env, req),
       };
     },
     // The production mapping: what the daemon posts is what the pipeline module makes of a verdict.
     toScoreVerdict,
-    async evaluatePack(env, req): Promise<PackEvaluation> {
-      seen.calls.push({ epochId: req.epochId, specNumber: req.specNumber });
-      const spec = o.spec ?? req.specNumber ?? 900;
-      const repo = new EvaluationRepo(env.db, network);
-      const checked = req.pack;
-      if (!checked.ok) {
-        const at = new Date().toISOString();
-        const verdict = rejectionVerdict({
-          evaluationId: `ev_rej_${Date.now()}`,
-          packHash: req.rejectedHash ?? "",
-          spec,
-          code: checked.rejection.code,
-          message: checked.rejection.message,
-          provenance: PROVENANCE(env.config),
-          at,
-        });
-        return { kind: "verdict", evaluationId: verdict.evaluationId, verdict };
-      }
-      const epochCtrl = new AbortController();
-      const outer = req.signal;
-      const onOuter = () => epochCtrl.abort(outer!.reason);
-      if (outer?.aborted) onOuter();
-      else outer?.addEventListener("abort", onOuter, { once: true });
-      const probe = async () => {
-        if (!req.stillCurrent) return;
-        seen.probes++;
-        if (!(await req.stillCurrent()) && !epochCtrl.signal.aborted)
-          epochCtrl.abort({ code: "epoch_changed", message: "the epoch moved on" });
-      };
-      const runner = async (r: EpisodeRequest): Promise<EpisodeOutcome> => {
-        await probe();
-        r.signal.throwIfAborted();
-        const s = o.script?.(r.scenario, r.attempt) ?? { quality: 0.5 };
-        r.onProgress({ phase: "running" });
-        await new Promise<void>((resolve, reject) => {
-          const t = setTimeout(resolve, s.ms ?? 50);
-          r.signal.addEventListener(
-            "abort",
-            () => {
-              clearTimeout(t);
-              seen.episodes.push({
-                evaluationId: r.evaluationId,
-                scenario: r.scenario,
-                attempt: r.attempt,
-                outcome: "aborted",
-              });
-              reject(r.signal.reason);
-            },
-            { once: true },
-          );
-        });
-        r.onProgress({ phase: "verifying", spentUsd: 0.01 });
-        seen.episodes.push({
-          evaluationId: r.evaluationId,
-          scenario: r.scenario,
-          attempt: r.attempt,
-          outcome: "done",
-        });
-        await probe();
-        const passed = Math.round(s.quality * 4);
-        return {
-          scenario: r.scenario,
-          status: s.infra ? "failed" : "scored",
-          quality: s.infra ? 0 : passed / 4,
-          tests: 4,
-          passed: s.infra ? 0 : passed,
-          ...(s.infra
-            ? { failure: { class: "infra" as const, code: "docker_timeout", message: "scripted" } }
-            : {}),
-          // A scripted infra failure strikes before any model call (our Docker, not the pack).
-          costUsd: s.infra ? 0 : 0.01,
-          byModel: {},
-          billedCalls: s.infra ? 0 : 1,
-          truncatedBeforeToolCall: false,
-          timings: { setupMs: 1, agentMs: s.ms ?? 50, verifyMs: 1, totalMs: (s.ms ?? 50) + 2 },
-          imageDigests: {},
-        };
-      };
-      try {
-        const r = await evaluate({
-          repo,
-          runner,
-          packHash: checked.pack.hash,
-          spec,
-          scenarios: req.scenarios ?? o.scenarios,
-          concurrency: 1,
-          capUsd: env.config.llm.episodeCapUsd,
-          log: env.log,
-          provenance: () => PROVENANCE(env.config),
-          signal: epochCtrl.signal,
-          ...(req.onEvent ? { onEvent: req.onEvent } : {}),
-          source: req.source,
-          ...(req.epochId !== undefined ? { epochId: String(req.epochId) } : {}),
-          maxAttempts: o.maxAttempts ?? 2,
-          backoffScale: 0.001,
-        });
-        return r as PackEvaluation;
-      } finally {
-        outer?.removeEventListener("abort", onOuter);
-      }
-    },
   };
+  async function evaluatePack(
+    env: Pick<OpenedEnvironment, "config" | "db" | "log">,
+    req: PackEvaluationRequest,
+  ): Promise<PackEvaluation> {
+    seen.calls.push({ epochId: req.epochId, specNumber: req.specNumber });
+    const spec = o.spec ?? req.specNumber ?? 900;
+    const repo = new EvaluationRepo(env.db, network);
+    const checked = req.pack;
+    if (!checked.ok) {
+      const at = new Date().toISOString();
+      const verdict = rejectionVerdict({
+        evaluationId: `ev_rej_${Date.now()}`,
+        packHash: req.rejectedHash ?? "",
+        spec,
+        code: checked.rejection.code,
+        message: checked.rejection.message,
+        provenance: PROVENANCE(env.config),
+        at,
+      });
+      return { kind: "verdict", evaluationId: verdict.evaluationId, verdict };
+    }
+    const epochCtrl = new AbortController();
+    const outer = req.signal;
+    const onOuter = () => epochCtrl.abort(outer!.reason);
+    if (outer?.aborted) onOuter();
+    else outer?.addEventListener("abort", onOuter, { once: true });
+    const probe = async () => {
+      if (!req.stillCurrent) return;
+      seen.probes++;
+      if (!(await req.stillCurrent()) && !epochCtrl.signal.aborted)
+        epochCtrl.abort({ code: "epoch_changed", message: "the epoch moved on" });
+    };
+    const runner = async (r: EpisodeRequest): Promise<EpisodeOutcome> => {
+      await probe();
+      r.signal.throwIfAborted();
+      const s = o.script?.(r.scenario, r.attempt) ?? { quality: 0.5 };
+      r.onProgress({ phase: "running" });
+      await new Promise<void>((resolve, reject) => {
+        const t = setTimeout(resolve, s.ms ?? 50);
+        r.signal.addEventListener(
+          "abort",
+          () => {
+            clearTimeout(t);
+            seen.episodes.push({
+              evaluationId: r.evaluationId,
+              scenario: r.scenario,
+              attempt: r.attempt,
+              outcome: "aborted",
+            });
+            reject(r.signal.reason);
+          },
+          { once: true },
+        );
+      });
+      r.onProgress({ phase: "verifying", spentUsd: 0.01 });
+      seen.episodes.push({
+        evaluationId: r.evaluationId,
+        scenario: r.scenario,
+        attempt: r.attempt,
+        outcome: "done",
+      });
+      await probe();
+      const passed = Math.round(s.quality * 4);
+      return {
+        scenario: r.scenario,
+        status: s.infra ? "failed" : "scored",
+        quality: s.infra ? 0 : passed / 4,
+        tests: 4,
+        passed: s.infra ? 0 : passed,
+        ...(s.infra
+          ? { failure: { class: "infra" as const, code: "docker_timeout", message: "scripted" } }
+          : {}),
+        // A scripted infra failure strikes before any model call (our Docker, not the pack).
+        costUsd: s.infra ? 0 : 0.01,
+        byModel: {},
+        billedCalls: s.infra ? 0 : 1,
+        truncatedBeforeToolCall: false,
+        timings: { setupMs: 1, agentMs: s.ms ?? 50, verifyMs: 1, totalMs: (s.ms ?? 50) + 2 },
+        imageDigests: {},
+      };
+    };
+    try {
+      const r = await evaluate({
+        repo,
+        runner,
+        packHash: checked.pack.hash,
+        spec,
+        scenarios: req.scenarios ?? o.scenarios,
+        concurrency: 1,
+        capUsd: env.config.llm.episodeCapUsd,
+        log: env.log,
+        provenance: () => PROVENANCE(env.config),
+        signal: epochCtrl.signal,
+        ...(req.onEvent ? { onEvent: req.onEvent } : {}),
+        source: req.source,
+        ...(req.epochId !== undefined ? { epochId: String(req.epochId) } : {}),
+        maxAttempts: o.maxAttempts ?? 2,
+        backoffScale: 0.001,
+      });
+      return r as PackEvaluation;
+    } finally {
+      outer?.removeEventListener("abort", onOuter);
+    }
+  }
   return { pipeline, seen };
 }
 

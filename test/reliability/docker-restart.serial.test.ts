@@ -13,7 +13,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
-import { type Environment as EvaluationEnvironment, openEnvironment } from "../../src/environment/index.js";
+import { type Environment, openEnvironment } from "../../src/environment/index.js";
 import type { Verdict } from "../../src/evaluation/index.js";
 import { evaluatePack } from "../../src/evaluation/index.js";
 import { silentLogger } from "../../src/log.js";
@@ -25,7 +25,7 @@ import { REPO_ROOT } from "../helpers/episode.js";
 const SCENARIOS = ["access-log-regex", "binary-flag-hunt"];
 const PACK = readFileSync(join(REPO_ROOT, "examples/packs/escalate.json"));
 
-let env: EvaluationEnvironment;
+let env: Environment;
 let dataDir: string;
 
 function dockerUp(): void {

@@ -14,7 +14,7 @@ import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { type EngySim, type FaultPlan, startEngySim } from "../../src/engy-sim/index.js";
-import { type Environment as EvaluationEnvironment, openEnvironment } from "../../src/environment/index.js";
+import { type Environment, openEnvironment } from "../../src/environment/index.js";
 import type { Verdict } from "../../src/evaluation/index.js";
 import { evaluatePack } from "../../src/evaluation/index.js";
 import { silentLogger } from "../../src/log.js";
@@ -25,7 +25,7 @@ const SCENARIOS = ["access-log-regex", "binary-flag-hunt"];
 const PACK = readFileSync(join(REPO_ROOT, "examples/packs/escalate.json"));
 
 let sim: EngySim;
-let env: EvaluationEnvironment;
+let env: Environment;
 let dataDir: string;
 let baseline: Verdict;
 
