@@ -71,7 +71,9 @@ export async function openLayerCounter(
   c: Dockerode.Container,
   w: Pick<LayerWatch, "docker" | "scope" | "log">,
 ): Promise<LayerCounter | undefined> {
-  const info = await c.inspect().catch(() => undefined);
+  // With ?size=1, as the watchdog's own inspects: the episode's one plain inspect stays the collect's
+  // (test/integration/episode-engine-timeouts.test.ts holds exactly that one).
+  const info = await c.inspect({ size: true } as Dockerode.ContainerInspectOptions).catch(() => undefined);
   const data = info?.GraphDriver?.Data as { UpperDir?: string } | undefined;
   const upper = info?.GraphDriver?.Name === "overlay2" ? data?.UpperDir : undefined;
   if (!info || !upper) {
