@@ -13,12 +13,13 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { loadConfig } from "../src/config.js";
 import { openEnvironment } from "../src/environment/index.js";
 import type { Verdict } from "../src/evaluation/index.js";
 import { evaluatePack, resolveRequest } from "../src/evaluation/index.js";
 import { createLogger } from "../src/log.js";
 import { loadPack } from "../src/pack/index.js";
+
+import { simulatorConfig } from "./sim-config.js";
 
 const { values } = parseArgs({
   options: {
@@ -43,14 +44,7 @@ async function main(): Promise<void> {
   const logDir = mkdtempSync(join(tmpdir(), "bench-eval-"));
   for (const c of levels) {
     // A fresh database per level: no resume across levels, same simulator seed.
-    const dataDir = mkdtempSync(join(tmpdir(), `bench-eval-c${c}-`));
-    const config = loadConfig({
-      ...process.env,
-      DATA_DIR: dataDir,
-      LLM_API_KEY: "",
-      ENGY_SIM_LATENCY_SCALE: values["latency-scale"],
-      ENGY_SIM_SEED: "11",
-    });
+    const { config } = simulatorConfig(`bench-eval-c${c}-`, values["latency-scale"]);
     const log = createLogger({
       level: "info",
       destination: (await import("pino")).default.destination(join(logDir, `c${c}.log`)),

@@ -17,13 +17,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import pino from "pino";
-import { loadConfig } from "../src/config.js";
 import { openEnvironment } from "../src/environment/index.js";
 import type { Verdict } from "../src/evaluation/index.js";
 import { evaluatePack, resolveRequest } from "../src/evaluation/index.js";
 import { createLogger } from "../src/log.js";
 import { loadPack } from "../src/pack/index.js";
 import { startNetnsEngine } from "../test/helpers/netns-engine.js";
+
+import { simulatorConfig } from "./sim-config.js";
 
 const { values } = parseArgs({
   options: {
@@ -50,16 +51,8 @@ const orchestrationMs = (s: Verdict["scenarios"][number]) =>
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : Number.NaN);
 
 async function run(label: string, engines: string, prepareOnly = false): Promise<Row> {
-  const dataDir = mkdtempSync(join(tmpdir(), `bench-pool-${label}-`));
   const logFile = join(logDir, `${label}.log`);
-  const config = loadConfig({
-    ...process.env,
-    DATA_DIR: dataDir,
-    LLM_API_KEY: "",
-    ENGY_SIM_LATENCY_SCALE: values["latency-scale"],
-    ENGY_SIM_SEED: "11",
-    ENGINES: engines,
-  });
+  const { config } = simulatorConfig(`bench-pool-${label}-`, values["latency-scale"], { ENGINES: engines });
   const env = await openEnvironment(config, {
     log: createLogger({ level: "info", destination: pino.destination({ dest: logFile, sync: true }) }),
   });

@@ -20,7 +20,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { ProjectImages } from "../src/bench/index.js";
-import { loadConfig } from "../src/config.js";
 import { openEnvironment } from "../src/environment/index.js";
 import { evaluatePack, resolveRequest, type Verdict } from "../src/evaluation/index.js";
 import { createLogger } from "../src/log.js";
@@ -30,6 +29,8 @@ import { createOptions } from "../src/sandbox/container-spec.js";
 import { connectDocker, removeContainer, startContainer } from "../src/sandbox/index.js";
 import { LABEL } from "../src/sandbox/labels.js";
 import { bindEpisodeRuntime } from "../src/sandbox/runtime.js";
+
+import { simulatorConfig } from "./sim-config.js";
 
 const { values } = parseArgs({
   options: {
@@ -70,13 +71,7 @@ function add(r: Runtime, label: string, v: Verdict): void {
  * (`--gvisor runsc-kvm`) is measured by binding its name to the sandbox the environment opened.
  */
 async function evaluateUnder(r: Runtime, round: number, logDir: string): Promise<void> {
-  const dataDir = mkdtempSync(join(tmpdir(), `bench-runtime-${r}-`));
-  const config = loadConfig({
-    ...process.env,
-    DATA_DIR: dataDir,
-    LLM_API_KEY: "",
-    ENGY_SIM_LATENCY_SCALE: values["latency-scale"],
-    ENGY_SIM_SEED: "11",
+  const { config } = simulatorConfig(`bench-runtime-${r}-`, values["latency-scale"], {
     EPISODE_RUNTIME: r === "runc" ? "runc" : "runsc",
   });
   const log = createLogger({
