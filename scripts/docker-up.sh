@@ -13,10 +13,12 @@ SOCK=/var/run/docker.sock
 LOG="${DOCKERD_LOG:-/var/log/dockerd.log}"
 MIRROR="${DEBIAN_MIRROR:-}"
 
-say() { printf '[docker-up] %s\n' "$*" >&2; }
-die() { printf '[docker-up] ERROR: %s\n' "$*" >&2; exit 1; }
+TAG=docker-up
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 engine_answers() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+socket_answers() { [ -S "$SOCK" ] && engine_answers; }
 
 need_root() {
   [ "$(id -u)" = 0 ] || die "$1 needs root (run as root, or start a Docker engine yourself and re-run)"
@@ -61,10 +63,7 @@ start_engine() {
     # This engine is the set-up's own: scripts/runsc-up.sh may register gVisor with it.
     echo "$!" >"${TRAJRL_DOCKERD_MARKER:-/var/run/trajrl-dockerd.pid}"
   fi
-  for _ in $(seq 1 120); do
-    if [ -S "$SOCK" ] && engine_answers; then say "engine up: $(docker version --format '{{.Server.Version}}')"; return 0; fi
-    sleep 0.5
-  done
+  if wait_for 120 0.5 socket_answers; then say "engine up: $(docker version --format '{{.Server.Version}}')"; return 0; fi
   tail -n 30 "$LOG" >&2 || true
   die "dockerd did not answer on $SOCK within 60 s"
 }

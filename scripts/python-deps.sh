@@ -8,8 +8,9 @@ set -euo pipefail
 
 PY="${TRAJRL_PYTHON:-/usr/bin/python3}"
 
-say() { printf '[python-deps] %s\n' "$*" >&2; }
-die() { printf '[python-deps] ERROR: %s\n' "$*" >&2; exit 1; }
+TAG=python-deps
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 if [ -x "$PY" ] && "$PY" -c 'import aiohttp, httpx' >/dev/null 2>&1; then
   exit 0

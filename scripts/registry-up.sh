@@ -21,8 +21,9 @@ ADDR="127.0.0.1:$PORT"
 PIDFILE="$DIR/registry.pid"
 LOG="$DIR/registry.log"
 
-say() { printf '[registry-up] %s\n' "$*" >&2; }
-die() { printf '[registry-up] ERROR: %s\n' "$*" >&2; exit 1; }
+TAG=registry-up
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 case "$PORT" in ''|*[!0-9]*) die "TRAJRL_REGISTRY_PORT=$PORT is not a port number";; esac
 
@@ -95,10 +96,8 @@ YAML
   pid=$!
 fi
 
-for _ in $(seq 1 60); do
-  answers && { say "registry up on $ADDR"; exit 0; }
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.25
-done
+# Up, or given up on: the registry answers, or its process is gone.
+up_or_gone() { answers || ! kill -0 "$pid" 2>/dev/null; }
+wait_for 60 0.25 up_or_gone && answers && { say "registry up on $ADDR"; exit 0; }
 tail -n 20 "$LOG" >&2 2>/dev/null || true
 die "the registry did not answer on http://$ADDR/v2/ (log: $LOG)"

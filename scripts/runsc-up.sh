@@ -29,8 +29,9 @@ PIDFILE="${DOCKERD_PIDFILE:-/var/run/docker.pid}"
 MARKER="${TRAJRL_DOCKERD_MARKER:-/var/run/trajrl-dockerd.pid}"
 ENTRY='{"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=host"]}}'
 
-say() { printf '[runsc-up] %s\n' "$*" >&2; }
-die() { printf '[runsc-up] ERROR: %s\n' "$*" >&2; exit 1; }
+TAG=runsc-up
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 if [ "${1:-}" = "--print" ]; then
   printf '{ "runtimes": %s }\n' "$ENTRY"
@@ -105,11 +106,7 @@ fi
 say "registering runsc with the engine (pid $pid): $CONFIG, then a reload"
 merge_config
 kill -HUP "$pid"
-for _ in $(seq 1 40); do
-  engine_lists_runsc && break
-  sleep 0.25
-done
-if ! engine_lists_runsc; then
+if ! wait_for 40 0.25 engine_lists_runsc; then
   tail -n 10 "$LOG" >&2 2>/dev/null || true
   die "the engine did not take the runtime after a reload (its log above)"
 fi

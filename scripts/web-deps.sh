@@ -22,8 +22,9 @@ cd "$(dirname "$0")/.."
 CHROMIUM="${CHROMIUM_BIN:-/usr/lib/chromium/chromium}"
 PLUGIN_DIR="${DOCKER_CLI_PLUGIN_DIR:-/usr/local/lib/docker/cli-plugins}"
 
-say() { printf '[web-deps] %s\n' "$*" >&2; }
-die() { printf '[web-deps] ERROR: %s\n' "$*" >&2; exit 1; }
+TAG=web-deps
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 chromium_version() { "$CHROMIUM" --headless --no-sandbox --disable-gpu --version 2>/dev/null; }
 compose_v2() { docker compose version --short 2>/dev/null; }

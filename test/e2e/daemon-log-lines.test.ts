@@ -7,39 +7,24 @@
  * one warning naming its endpoint, however many reconnect attempts follow.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FakePlatform } from "../fakes/platform.js";
-import { startSubnet, type TestSubnet, testEnv, until, writeWallet } from "../helpers/daemon.js";
+import { until } from "../helpers/daemon.js";
+import { onCleanup, processWorld, runCleanups } from "../helpers/daemon-world.js";
 import { requireDocker } from "../helpers/docker.js";
 import { badLogLines } from "../helpers/json-lines.js";
 
 const ROOT = join(import.meta.dirname, "../..");
 
-let dir: string;
-let subnet: TestSubnet;
-let fake: FakePlatform;
 let child: ChildProcess | undefined;
 
-beforeAll(async () => {
-  await requireDocker();
-  dir = await mkdtemp(join(tmpdir(), "daemon-log-lines-"));
-});
-
-afterAll(async () => {
-  child?.kill("SIGKILL");
-  await fake?.close();
-  await subnet?.node.stop().catch(() => {});
-  await rm(dir, { recursive: true, force: true });
-});
+beforeAll(requireDocker);
+afterAll(runCleanups);
 
 describe("a daemon run's log", () => {
   it("is JSON lines with each key once, from the first line to the last; a lost chain is one warning with its endpoint", async () => {
-    const wallet = await writeWallet(dir);
-    subnet = await startSubnet(wallet.ss58);
-    fake = await FakePlatform.start({ validators: [wallet.ss58] });
+    const { subnet, fake, env } = await processWorld({ STATUS_PORT: "0", HEARTBEAT_INTERVAL_S: "2" });
     const pin = await readFile(join(ROOT, "examples/packs/pin.json"));
     const epoch = fake.openEpoch({
       packBytes: pin,
@@ -47,26 +32,11 @@ describe("a daemon run's log", () => {
       challengerUid: subnet.uids.challenger,
       specNumber: 27,
     });
-    const env = testEnv({
-      dataDir: join(dir, "data"),
-      wallet,
-      platformUrl: fake.url,
-      chainUrl: subnet.node.url,
-      env: {
-        EVAL_ENABLED: "1",
-        SUITE: "quick",
-        LLM_API_KEY: "",
-        ENGY_SIM_LATENCY_SCALE: "0",
-        NETWORK: "local",
-        BENCH_SOURCE: "builtin",
-        STATUS_PORT: "0",
-        HEARTBEAT_INTERVAL_S: "2",
-      },
-    });
     child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "src/cli.ts"), "run"], {
       cwd: ROOT,
       env: { ...process.env, ...env },
     });
+    onCleanup(async () => child?.kill("SIGKILL"));
     let out = "";
     let err = "";
     child.stdout!.on("data", (d: Buffer) => {

@@ -8,8 +8,8 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { hostname, tmpdir } from "node:os";
+import { readFile } from "node:fs/promises";
+import { hostname } from "node:os";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import pino from "pino";
@@ -27,69 +27,24 @@ import {
   WeightsRepo,
 } from "../../src/store/index.js";
 import { StatusReader } from "../../src/web/index.js";
-import { FakePlatform } from "../fakes/platform.js";
-import {
-  startSubnet,
-  type TestSubnet,
-  type TestWallet,
-  testConfig,
-  testEnv,
-  until,
-  writeWallet,
-} from "../helpers/daemon.js";
+import type { FakePlatform } from "../fakes/platform.js";
+import { type TestSubnet, testConfig, until } from "../helpers/daemon.js";
+import { onCleanup, type ProcessWorld, processWorld, runCleanups, SIM_ENV } from "../helpers/daemon-world.js";
 import { requireDocker } from "../helpers/docker.js";
 
 const ROOT = join(import.meta.dirname, "../..");
 const QUICK = ["binary-flag-hunt", "access-log-regex"];
-/** The evaluating tests: EVAL_ENABLED=1 on the built-in simulator. */
-// The built-in suite votes only on a local chain (the fake node answers any genesis there).
-const SIM = {
-  EVAL_ENABLED: "1",
-  // `run` as a process: the built-in suite's quick set (the in-process daemon names its scenarios).
-  SUITE: "quick",
-  LLM_API_KEY: "",
-  ENGY_SIM_SEED: "11",
-  ENGY_SIM_LATENCY_SCALE: "0",
-  NETWORK: "local",
-  BENCH_SOURCE: "builtin",
-};
 let pinBytes: Buffer;
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!().catch(() => {});
-});
+afterEach(runCleanups);
 
 beforeAll(async () => {
   await requireDocker();
   pinBytes = await readFile(join(ROOT, "examples/packs/pin.json"));
 });
 
-interface World {
-  dir: string;
-  wallet: TestWallet;
-  subnet: TestSubnet;
-  fake: FakePlatform;
-  env: Record<string, string>;
-}
-
-async function world(extra: Record<string, string> = {}): Promise<World> {
-  const dir = await mkdtemp(join(tmpdir(), "daemon-e2e-"));
-  cleanups.push(() => rm(dir, { recursive: true, force: true }));
-  const wallet = await writeWallet(dir);
-  const subnet = await startSubnet(wallet.ss58);
-  cleanups.push(() => subnet.node.stop());
-  const fake = await FakePlatform.start({ validators: [wallet.ss58] });
-  cleanups.push(() => fake.close());
-  const env = testEnv({
-    dataDir: join(dir, "data"),
-    wallet,
-    platformUrl: fake.url,
-    chainUrl: subnet.node.url,
-    env: { ...SIM, ...extra },
-  });
-  return { dir, wallet, subnet, fake, env };
-}
+type World = ProcessWorld;
+const world = processWorld;
 
 /** Containers and networks this process (pid) made on this host: the sandbox labels everything. */
 async function leftovers(pid: number): Promise<number> {
@@ -108,7 +63,7 @@ async function inProcessDaemon(w: World) {
     wallet: w.wallet,
     platformUrl: w.fake.url,
     chainUrl: w.subnet.node.url,
-    env: SIM,
+    env: SIM_ENV,
   });
   const live = new LiveStatus();
   const tap = new LogTap();
@@ -151,7 +106,7 @@ async function inProcessDaemon(w: World) {
       winnerPollMs: 200,
     },
   });
-  cleanups.push(() => daemon.stop());
+  onCleanup(() => daemon.stop());
   await daemon.start();
   return { daemon, live, config };
 }
@@ -178,7 +133,7 @@ describe("daemon e2e, weight-only (upstream's default mode)", () => {
     });
     const included = () => setWeightsOf(w.subnet).filter((x) => x.outcome === "success");
     const run = startRun(w.env);
-    cleanups.push(async () => run.child.kill("SIGKILL"));
+    onCleanup(async () => run.child.kill("SIGKILL"));
 
     await until(() => included().length >= 1, 60_000, "weights for the platform's winner");
     expect(included()[0]!.call!.args).toMatchObject({ dests: [w.subnet.uids.winner], weights: [65535] });
@@ -385,7 +340,7 @@ describe("daemon e2e (real pipeline, simulator, Docker)", () => {
     };
 
     const a = startRun(w.env);
-    cleanups.push(async () => a.child.kill("SIGKILL"));
+    onCleanup(async () => a.child.kill("SIGKILL"));
     await until(
       () => (epochEvaluation()?.episodes ?? []).some((e) => e.status === "final"),
       480_000,
@@ -405,7 +360,7 @@ describe("daemon e2e (real pipeline, simulator, Docker)", () => {
     expect(await leftovers(a.child.pid!)).toBe(0);
 
     const b = startRun(w.env);
-    cleanups.push(async () => b.child.kill("SIGKILL"));
+    onCleanup(async () => b.child.kill("SIGKILL"));
     await until(
       () => accepted(w.fake, epoch.challenge_epoch_id).length === 1,
       480_000,

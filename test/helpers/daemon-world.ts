@@ -21,6 +21,7 @@ import {
   type TestSubnet,
   type TestWallet,
   testConfig,
+  testEnv,
   writeWallet,
 } from "./daemon.js";
 
@@ -52,6 +53,36 @@ const cleanups: Array<() => Promise<unknown>> = [];
 export async function runCleanups(): Promise<void> {
   while (cleanups.length) await cleanups.pop()!().catch(() => {});
 }
+/** Something the next runCleanups() tears down (a daemon, a child process), before the world under it. */
+export function onCleanup(fn: () => Promise<unknown>): void {
+  cleanups.push(fn);
+}
+
+/** What every daemon test stands on: a data directory, a wallet, the chain node and the fake platform. */
+interface Ground {
+  dir: string;
+  wallet: TestWallet;
+  subnet: TestSubnet;
+  fake: FakePlatform;
+}
+
+async function ground(
+  prefix: string,
+  platformNow?: () => number,
+  on: { dir?: string; wallet?: TestWallet; genesisHash?: string } = {},
+): Promise<Ground> {
+  const dir = on.dir ?? (await mkdtemp(join(tmpdir(), prefix)));
+  if (!on.dir) cleanups.push(() => rm(dir, { recursive: true, force: true }));
+  const wallet = on.wallet ?? (await writeWallet(dir));
+  const subnet = await startSubnet(wallet.ss58, on.genesisHash ? { genesisHash: on.genesisHash } : {});
+  cleanups.push(() => subnet.node.stop());
+  const fake = await FakePlatform.start({
+    validators: [wallet.ss58],
+    ...(platformNow ? { now: platformNow } : {}),
+  });
+  cleanups.push(() => fake.close());
+  return { dir, wallet, subnet, fake };
+}
 
 /**
  * `platformNow`: the fake platform's clock for its ±5 min signature check (tests that move the daemon's
@@ -63,24 +94,48 @@ export async function world(
   platformNow?: () => number,
   on: { dir?: string; wallet?: TestWallet; genesisHash?: string } = {},
 ): Promise<World> {
-  const dir = on.dir ?? (await mkdtemp(join(tmpdir(), "daemon-it-")));
-  if (!on.dir) cleanups.push(() => rm(dir, { recursive: true, force: true }));
-  const wallet = on.wallet ?? (await writeWallet(dir));
-  const subnet = await startSubnet(wallet.ss58, on.genesisHash ? { genesisHash: on.genesisHash } : {});
-  cleanups.push(() => subnet.node.stop());
-  const fake = await FakePlatform.start({
-    validators: [wallet.ss58],
-    ...(platformNow ? { now: platformNow } : {}),
-  });
-  cleanups.push(() => fake.close());
+  const g = await ground("daemon-it-", platformNow, on);
   const config = testConfig({
-    dataDir: join(dir, "data"),
-    wallet,
-    platformUrl: fake.url,
-    chainUrl: subnet.node.url,
+    dataDir: join(g.dir, "data"),
+    wallet: g.wallet,
+    platformUrl: g.fake.url,
+    chainUrl: g.subnet.node.url,
     env,
   });
-  return { dir, wallet, subnet, fake, config };
+  return { ...g, config };
+}
+
+/**
+ * The real pipeline on the built-in simulator (`run` as a process, or an in-process daemon on the
+ * real environment): EVAL_ENABLED=1, the built-in suite's quick set, on a local chain (the built-in
+ * suite votes only there; the fake node answers any genesis).
+ */
+export const SIM_ENV: Readonly<Record<string, string>> = {
+  EVAL_ENABLED: "1",
+  SUITE: "quick",
+  LLM_API_KEY: "",
+  ENGY_SIM_SEED: "11",
+  ENGY_SIM_LATENCY_SCALE: "0",
+  NETWORK: "local",
+  BENCH_SOURCE: "builtin",
+};
+
+export interface ProcessWorld extends Ground {
+  /** The environment `trajrl-validator run` gets (testEnv with SIM_ENV and `extra`). */
+  env: Record<string, string>;
+}
+
+/** A world for the daemon as a process on the real pipeline: the ground and the env of `run`. */
+export async function processWorld(extra: Record<string, string> = {}): Promise<ProcessWorld> {
+  const g = await ground("daemon-e2e-");
+  const env = testEnv({
+    dataDir: join(g.dir, "data"),
+    wallet: g.wallet,
+    platformUrl: g.fake.url,
+    chainUrl: g.subnet.node.url,
+    env: { ...SIM_ENV, ...extra },
+  });
+  return { ...g, env };
 }
 
 export interface Running {
