@@ -20,6 +20,7 @@ import { LiveStatus } from "../../src/status/index.js";
 import { type Db, openDb } from "../../src/store/index.js";
 import { type StatusServer, startStatusServer } from "../../src/web/index.js";
 import { requireDocker } from "../helpers/docker.js";
+import { until } from "../helpers/wait.js";
 import { NETWORK } from "../helpers/web.js";
 
 const root = new URL("../..", import.meta.url).pathname;
@@ -28,14 +29,6 @@ const OUT = join(root, "test-output");
 const ACTIVE = new Set(["starting", "running", "verifying"]);
 /** What the page's progress rows expose (the test compiles without the DOM library). */
 type Row = { dataset: Record<string, string | undefined> };
-
-async function until(pred: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!pred()) {
-    if (performance.now() > deadline) throw new Error(`timed out after ${ms}ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe("status page in headless Chromium during a running evaluation", () => {
   let dataDir: string;

@@ -317,16 +317,5 @@ export function corePipeline(o: CorePipelineOptions): { pipeline: Pipeline; seen
   return { pipeline, seen };
 }
 
+export { until } from "./wait.js";
 export { SHUTDOWN };
-
-export async function until(
-  cond: () => boolean | Promise<boolean>,
-  ms = 20_000,
-  what = "condition",
-): Promise<void> {
-  const t0 = performance.now();
-  while (!(await cond())) {
-    if (performance.now() - t0 > ms) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}

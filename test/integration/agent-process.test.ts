@@ -11,6 +11,9 @@ import { join, resolve } from "node:path";
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { AGENT_EXIT, parseTurnsJsonl } from "../../agent/contract.js";
 import { type Script, type ScriptedModel, startScriptedModel } from "../helpers/scripted-model.js";
+import { poller } from "../helpers/wait.js";
+
+const until = poller({ ms: 10_000, everyMs: 25 });
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const BUNDLE = join(ROOT, "agent/dist/agent.js");
@@ -80,14 +83,6 @@ async function withModel(script: Script): Promise<string> {
 }
 
 const turnsOf = () => parseTurnsJsonl(readFileSync(join(root, "ws/turns.jsonl"), "utf8"));
-
-async function until(cond: () => boolean, ms = 10_000): Promise<void> {
-  const t0 = performance.now();
-  while (!cond()) {
-    if (performance.now() - t0 > ms) throw new Error("condition not met in time");
-    await new Promise((ok) => setTimeout(ok, 25));
-  }
-}
 
 function alive(pid: number): boolean {
   try {

@@ -16,6 +16,9 @@ import {
   type FixtureName,
   randomAccount,
 } from "../fakes/subtensor-node.js";
+import { poller } from "../helpers/wait.js";
+
+const waitFor = poller({ ms: 10_000, everyMs: 10 });
 
 let keyring: Keyring;
 beforeAll(async () => {
@@ -436,13 +439,5 @@ async function rawRpc(
     return await answer;
   } finally {
     ws.close();
-  }
-}
-
-async function waitFor(cond: () => boolean, ms = 10_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 10));
   }
 }

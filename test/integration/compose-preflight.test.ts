@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { requireDocker } from "../helpers/docker.js";
+import { freePort } from "../helpers/ports.js";
 import { BASE_IMAGE } from "../helpers/sandbox.js";
 
 const root = new URL("../..", import.meta.url).pathname;
@@ -49,14 +50,6 @@ const line = (out: string, name: string) => {
   const k = lines.findIndex((l) => l.slice(6).startsWith(`${name} `));
   return k < 0 ? "" : [lines[k], lines[k + 1]?.startsWith(" ") ? lines[k + 1]!.trim() : ""].join("\n");
 };
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 beforeAll(async () => {
   await requireDocker();

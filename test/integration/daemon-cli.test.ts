@@ -7,13 +7,14 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { FakeSubtensorNode, randomAccount } from "../fakes/subtensor-node.js";
 import { writeWallet } from "../helpers/daemon.js";
 import { badLogLines } from "../helpers/json-lines.js";
+import { freePort } from "../helpers/ports.js";
+import { waitFor } from "../helpers/wait.js";
 
 const ROOT = join(import.meta.dirname, "../..");
 const children: ChildProcess[] = [];
@@ -49,28 +50,6 @@ function cli(
     }),
   );
   return { child, out, closed };
-}
-
-async function until<T>(
-  what: string,
-  fn: () => T | undefined | Promise<T | undefined>,
-  ms = 90_000,
-): Promise<T> {
-  const t0 = performance.now();
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (performance.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
 }
 
 /** The `daemon.start_held` log line, once it is written. */
@@ -110,19 +89,22 @@ async function expectHeld(
   reason: RegExp,
 ): Promise<{ done: Ran; why: string }> {
   const run = cli(["run"], env);
-  const held = await until("the held start", () => heldLine(run.out));
+  const held = await waitFor(() => heldLine(run.out), { what: "the held start", ms: 90_000, everyMs: 200 });
   expect(held.code).toBe(code);
   expect(held.err).toMatch(reason);
   const url = `http://127.0.0.1:${env.STATUS_PORT}`;
-  const ready = await until("the held status page", async () => {
-    const r = await fetch(`${url}/readyz`).catch(() => undefined);
-    return r
-      ? {
-          status: r.status,
-          body: (await r.json()) as { state: string; reasons: { check: string; message: string }[] },
-        }
-      : undefined;
-  });
+  const ready = await waitFor(
+    async () => {
+      const r = await fetch(`${url}/readyz`).catch(() => undefined);
+      return r
+        ? {
+            status: r.status,
+            body: (await r.json()) as { state: string; reasons: { check: string; message: string }[] },
+          }
+        : undefined;
+    },
+    { what: "the held status page", ms: 90_000, everyMs: 200 },
+  );
   expect(ready.status).toBe(503);
   expect(ready.body.state).toBe("unhealthy");
   expect(ready.body.reasons[0]).toMatchObject({ check: "start" });

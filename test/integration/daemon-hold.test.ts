@@ -5,7 +5,6 @@
  * world (test/helpers/daemon-world.ts): the real Daemon, chain client, SQLite and fake platform.
  */
 import { rename } from "node:fs/promises";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Daemon, startOrHold } from "../../src/daemon/index.js";
@@ -14,6 +13,7 @@ import { createLogger } from "../../src/log.js";
 import { LiveStatus } from "../../src/status/index.js";
 import { corePipeline, startSubnet, testConfig, until, writeWallet } from "../helpers/daemon.js";
 import { FAST, readPinPack, runCleanups, world } from "../helpers/daemon-world.js";
+import { freePort } from "../helpers/ports.js";
 
 let pinBytes: Buffer;
 beforeAll(async () => {
@@ -39,14 +39,6 @@ function hold(config: ReturnType<typeof testConfig>, live: LiveStatus, signal: A
     recheckMs: FAST_RECHECK,
   });
   return { started, daemons };
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
 }
 
 describe("a held start", () => {

@@ -43,6 +43,12 @@ import type { StatusSnapshot } from "../../src/web/index.js";
 import { type TestWallet, writeWallet } from "../helpers/daemon.js";
 import { requireDocker } from "../helpers/docker.js";
 import { badLogLines } from "../helpers/json-lines.js";
+import { freePort } from "../helpers/ports.js";
+import { waitFor } from "../helpers/wait.js";
+
+/** Polls `docker` and the CLI: half a second apart unless a call says otherwise. */
+const until = <T>(what: string, fn: () => Promise<T | undefined>, ms: number, everyMs = 500) =>
+  waitFor(fn, { what, ms, everyMs });
 
 const pexec = promisify(execFile);
 const root = new URL("../..", import.meta.url).pathname;
@@ -71,24 +77,6 @@ async function sh(cmd: string, args: string[], opts: { cwd?: string; timeout?: n
   } catch (e) {
     const x = e as { code?: number; stdout?: string; stderr?: string };
     return { code: typeof x.code === "number" ? x.code : 1, out: x.stdout ?? "", err: x.stderr ?? "" };
-  }
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
-async function until<T>(what: string, fn: () => Promise<T | undefined>, ms: number, every = 500): Promise<T> {
-  const deadline = performance.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, every));
   }
 }
 

@@ -15,6 +15,9 @@ import {
   type Receipt,
 } from "../../src/meter/index.js";
 import { startTestUpstream, type TestUpstream } from "../helpers/meter-upstream.js";
+import { poller } from "../helpers/wait.js";
+
+const waitFor = poller({ ms: 10_000, everyMs: 20 });
 
 const MiB = 1024 * 1024;
 const dispatcher = new Agent({ connections: 64 });
@@ -64,14 +67,6 @@ async function readAll(r: Dispatcher.ResponseData): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const c of r.body) chunks.push(c as Buffer);
   return Buffer.concat(chunks);
-}
-
-async function waitFor(cond: () => boolean, ms = 10_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 const receipts = (): Receipt[] => meter!.receiptsFor("ep-pace");

@@ -2,7 +2,6 @@
  * The meter against a real OpenAI-shaped upstream on loopback, real sockets, real SQLite.
  */
 import { mkdtempSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
@@ -21,6 +20,10 @@ import {
 } from "../../src/meter/index.js";
 import { openDb, ReceiptRepo } from "../../src/store/index.js";
 import { startTestUpstream, type TestUpstream } from "../helpers/meter-upstream.js";
+import { freePort } from "../helpers/ports.js";
+import { poller } from "../helpers/wait.js";
+
+const waitFor = poller({ ms: 3_000, everyMs: 10 });
 
 const allowlist = loadAllowlist();
 const prices = loadPriceTable();
@@ -958,19 +961,4 @@ afterAll(async () => {
 });
 beforeAll(() => undefined);
 
-async function waitFor(cond: () => boolean, ms = 3_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 /** A loopback port nobody listens on: bind one of our own, then release it. */
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}

@@ -1,4 +1,3 @@
-import { createServer } from "node:net";
 import { Writable } from "node:stream";
 import { gzipSync } from "node:zlib";
 import { Keyring } from "@polkadot/keyring";
@@ -14,6 +13,7 @@ import {
   signerFromPair,
 } from "../../src/platform/index.js";
 import { FakePlatform } from "../fakes/platform.js";
+import { freePort as deadPort } from "../helpers/ports.js";
 
 let signer: Signer;
 let stranger: Signer;
@@ -44,14 +44,6 @@ const tampering = (s: Signer, rewrite: (m: string) => string): Signer => ({
 });
 
 /** A port with nothing listening (bound, then closed). */
-async function deadPort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
-
 beforeAll(async () => {
   await cryptoWaitReady();
   const kr = new Keyring({ type: "sr25519", ss58Format: 42 });

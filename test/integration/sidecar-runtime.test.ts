@@ -74,16 +74,6 @@ async function chat(
   return { status: r.statusCode, json: () => JSON.parse(text), text, chunks, ms };
 }
 
-async function waitFor<T>(fn: () => T | undefined | Promise<T | undefined>, ms = 3000): Promise<T> {
-  const end = performance.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (performance.now() > end) throw new Error("timed out waiting");
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 beforeAll(async () => {
   upstream = await startFakeUpstream({ token: TOKEN, chunkDelayMs: 20 });
 });
@@ -136,7 +126,7 @@ describe("sidecar runtime: serving", () => {
     expect(written.some((e) => e.startsWith(": keep-alive"))).toBe(true);
     // ...every upstream write reached the agent as its own read, in order, as it arrived.
     expect(r.chunks).toEqual(written);
-    const turn = await waitFor(() => s.turns().at(-1));
+    const turn = await waitFor(() => s.turns().at(-1), SOON);
     expect(turn).toMatchObject({ model: "pinned-model", status: 200, finish: "stop" });
     expect(turn.usage?.prompt_tokens).toBeGreaterThan(100);
   });
@@ -159,7 +149,7 @@ describe("sidecar runtime: serving", () => {
         error: { message: "refused fail-402", type: "cap", param: null, code: "refused" },
       });
     }
-    const turn = await waitFor(() => s.turns().at(-1));
+    const turn = await waitFor(() => s.turns().at(-1), SOON);
     expect(turn).toMatchObject({ status: 402, model: "fail-402" });
   });
 
@@ -252,7 +242,7 @@ describe("sidecar runtime: the SDK", () => {
     expect(r.json()).toEqual({
       error: { message: "policy error: ZeroDivisionError('policy bug on purpose')", type: "policy" },
     });
-    const err = await waitFor(() => s.events().find((e) => e.event === "policy_error"));
+    const err = await waitFor(() => s.events().find((e) => e.event === "policy_error"), SOON);
     expect(err).toMatchObject({ error: "ZeroDivisionError('policy bug on purpose')", turn: 1 });
     expect(s.stderr()).toContain("ZeroDivisionError: policy bug on purpose");
     expect((await chat(s, { messages: userSays("hello") })).status).toBe(200);
@@ -382,10 +372,10 @@ describe("sidecar runtime: the SDK", () => {
     const before = budgetCalls();
     upstream.remainingUsd = 0.1234;
     const streamed = chat(s, { messages: userSays("hello"), stream: true });
-    await waitFor(() => (upstream.remainingUsd < 0.1234 ? true : undefined));
+    await waitFor(() => (upstream.remainingUsd < 0.1234 ? true : undefined), SOON);
     upstream.remainingUsd = 0.05;
     expect((await streamed).status).toBe(200);
-    await waitFor(() => (budgetCalls() > before ? true : undefined));
+    await waitFor(() => (budgetCalls() > before ? true : undefined), SOON);
     expect(content(await chat(s, { messages: userSays("budget") }))).toBe("remaining=0.05");
     expect(
       upstream.requests
@@ -403,7 +393,7 @@ describe("sidecar runtime: the SDK", () => {
   it("logs upstream's events as JSON lines, never the token", async () => {
     const n = s.turns().length;
     await chat(s, { messages: userSays("hello") });
-    const line = await waitFor(() => (s.turns().length > n ? s.turns().at(-1) : undefined));
+    const line = await waitFor(() => (s.turns().length > n ? s.turns().at(-1) : undefined), SOON);
     expect(line).toMatchObject({
       event: "turn",
       session: expect.stringMatching(/^(s|pre)[0-9a-f]{12}$/),
@@ -541,6 +531,11 @@ app.router.add_post("/v1/chat/completions", chat)
 web.run_app(app, host=os.environ.get("POLICY_HOST", "0.0.0.0"), port=int(os.environ["POLICY_PORT"]), print=None)
 `;
 
+import { waitFor } from "../helpers/wait.js";
+
+/** What the sidecar does next comes within 3 s here. */
+const SOON = { ms: 3_000, everyMs: 20 };
+
 describe("sidecar runtime: raw mode", () => {
   it("runs a policy.py that serves the port itself", async () => {
     const s = await serve({ "policy.py": RAW_POLICY });
@@ -550,7 +545,7 @@ describe("sidecar runtime: raw mode", () => {
     expect(r.status).toBe(200);
     expect(content(r)).toMatch(/^raw: reply from raw-model #\d+$/);
     expect(upstream.chatRequests()[before]!.authorization).toBe(`Bearer ${TOKEN}`);
-    await waitFor(() => (s.logLines().some((l) => l.includes("raw_turn")) ? true : undefined));
+    await waitFor(() => (s.logLines().some((l) => l.includes("raw_turn")) ? true : undefined), SOON);
     const exit = await s.stop();
     expect(exit.signal ?? exit.code).toBeDefined();
   });
@@ -649,7 +644,7 @@ describe("sidecar runtime: the single file, run as upstream's benchmark runs it"
           .trim()
           .split("\n")
           .map((l) => (JSON.parse(l) as { event: string }).event);
-      await waitFor(async () => ((await events()).length >= 3 ? true : undefined));
+      await waitFor(async () => ((await events()).length >= 3 ? true : undefined), SOON);
       expect(await events()).toEqual(["start", "turn", "turn"]);
       expect(stderr).not.toContain("GUARD refused");
     } finally {

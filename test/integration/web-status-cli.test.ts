@@ -4,7 +4,6 @@
  */
 import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -13,6 +12,7 @@ import { silentLogger } from "../../src/log.js";
 import { LiveStatus } from "../../src/status/index.js";
 import { type Db, openDb } from "../../src/store/index.js";
 import { type StatusServer, startStatusServer } from "../../src/web/index.js";
+import { freePort as deadPort } from "../helpers/ports.js";
 import { NETWORK, seedLive, seedStore } from "../helpers/web.js";
 
 const root = new URL("../..", import.meta.url).pathname;
@@ -41,14 +41,6 @@ function run(
 const cli = (env: Record<string, string>, ...args: string[]) => run([join(root, "src/cli.ts"), ...args], env);
 
 /** A loopback port nothing listens on (bound, read, released). */
-async function deadPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
 describe("trajrl-validator status", () => {
   let dir: string;
   let db: Db;

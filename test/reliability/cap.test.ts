@@ -19,6 +19,9 @@ import { type EngySim, type EngySimStats, startEngySim } from "../../src/engy-si
 import { compilePrices, type Listener, loadAllowlist, loadPriceTable, Meter } from "../../src/meter/index.js";
 import { parseChatRequest } from "../../src/meter/request.js";
 import { openDb, ReceiptRepo } from "../../src/store/index.js";
+import { poller } from "../helpers/wait.js";
+
+const until = poller({ ms: 30_000, everyMs: 20 });
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261204);
 const TRIALS = Number(process.env.CAP_TRIALS ?? 1_000);
@@ -61,14 +64,6 @@ async function send(base: string, token: string, body: string, signal?: AbortSig
   });
   await r.body.dump();
   return r.statusCode;
-}
-
-async function until(cond: () => boolean, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 interface World {

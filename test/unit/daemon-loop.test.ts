@@ -3,16 +3,11 @@ import { Loop, loopBackoffMs } from "../../src/daemon/index.js";
 import { InfraError } from "../../src/errors.js";
 import { silentLogger } from "../../src/log.js";
 import { LiveStatus } from "../../src/status/index.js";
+import { poller } from "../helpers/wait.js";
+
+const until = poller({ ms: 3_000, everyMs: 5 });
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(cond: () => boolean, ms = 3_000): Promise<void> {
-  const t0 = performance.now();
-  while (!cond()) {
-    if (performance.now() - t0 > ms) throw new Error("condition not met in time");
-    await wait(5);
-  }
-}
 
 describe("Loop", () => {
   it("ticks at once, then every interval, and reports each tick to LiveStatus", async () => {
