@@ -9,27 +9,20 @@ import {
   BuiltinBench,
   benchImageRef,
   loadSubnetSpecs,
-  ProjectImages,
+  type ProjectImages,
   RegistryBench,
 } from "../bench/index.js";
 import type { Config } from "../config.js";
 import type { EvaluationEnvironment, EvaluationSettings } from "../evaluation/index.js";
 import type { Logger } from "../log.js";
-import {
-  loadAllowlist,
-  loadPriceTable,
-  Meter,
-  type Receipt,
-  type ReceiptSink,
-  type RetryPolicy,
-} from "../meter/index.js";
+import type { Meter, Receipt, ReceiptSink, RetryPolicy } from "../meter/index.js";
 import { sdkSingleFile } from "../policy/index.js";
 import { EnginePool } from "../pool/index.js";
-import { ALLOWLIST_FILE, PRICE_TABLE_FILE, REPO_ROOT } from "../repo.js";
 import type { Docker } from "../sandbox/index.js";
 import { type Catalogue, loadCatalogue } from "../scenarios/index.js";
 import { LiveStatus } from "../status/index.js";
 import { type Db, EvaluationRepo, KvRepo, type NetworkId, openDb, ReceiptRepo } from "../store/index.js";
+import { loadMeterTables, meterOf, projectImagesOf, sandboxSettingsOf, startUpstream } from "./parts.js";
 
 export interface Environment extends EvaluationEnvironment {
   config: Config;
@@ -116,20 +109,16 @@ export async function openEnvironment(config: Config, opts: OpenEnvironmentOptio
   const db = opts.db ?? openDb(config.dbPath, { log });
   const cleanups: Cleanup[] = [];
   try {
-    const [allowlist, prices, catalogue] = await Promise.all([
-      loadAllowlist(ALLOWLIST_FILE),
-      loadPriceTable(PRICE_TABLE_FILE),
+    const [tables, catalogue] = await Promise.all([
+      loadMeterTables(),
       loadCatalogue(config.evaluation.scenariosDir),
     ]);
-    const { upstreamUrl, apiKey } = await startUpstream(config, log, cleanups);
-    const meter = new Meter({
-      upstreamUrl,
-      ...(apiKey ? { apiKey } : {}),
-      allowlist,
-      prices,
+    const upstream = await startUpstream(config, log);
+    const { upstreamUrl, sim } = upstream;
+    if (sim) cleanups.push(() => sim.close());
+    const meter = meterOf(config, log, upstream, {
+      tables,
       receipts: receiptTee(new ReceiptRepo(db), live),
-      log: log.child({ component: "meter" }),
-      upstreamTimeoutMs: config.llm.upstreamTimeoutMs,
       ...(opts.meterRetry ? { retry: opts.meterRetry } : {}),
     });
     cleanups.push(() => meter.stop());
@@ -161,49 +150,16 @@ export async function openEnvironment(config: Config, opts: OpenEnvironmentOptio
   }
 }
 
-/** The upstream the meter forwards to: the operator's, or the in-process Engy simulator when no key is set. */
-async function startUpstream(
-  config: Config,
-  log: Logger,
-  cleanups: Cleanup[],
-): Promise<{ upstreamUrl: string; apiKey: string | undefined }> {
-  if (!config.llm.simulated) return { upstreamUrl: config.llm.baseUrl, apiKey: config.llm.apiKey };
-  const { startEngySim } = await import("../engy-sim/index.js");
-  const sim = await startEngySim({
-    host: "127.0.0.1",
-    port: 0,
-    seed: config.sim.seed,
-    ...(config.sim.profilePath ? { profile: config.sim.profilePath } : {}),
-    scenariosDir: config.evaluation.scenariosDir,
-    latencyScale: config.sim.latencyScale,
-    log: log.child({ component: "engy-sim" }),
-  });
-  cleanups.push(() => sim.close());
-  log.info(
-    { url: sim.url, seed: config.sim.seed, latencyScale: config.sim.latencyScale },
-    "engy_sim.started",
-  );
-  return { upstreamUrl: sim.url, apiKey: "sim-key" };
-}
-
 /** The engines episodes run on; the first one builds the images (and the meter relay the others need). */
 async function openPool(config: Config, log: Logger, live: LiveStatus, db: Db, cleanups: Cleanup[]) {
   let images: ProjectImages | undefined;
-  const imagesOn = (docker: Docker) =>
-    (images ??= new ProjectImages(docker, {
-      repoRoot: REPO_ROOT,
-      ...(config.evaluation.agentImage ? { agentImage: config.evaluation.agentImage } : {}),
-      ...(config.evaluation.sidecarImage ? { sidecarImage: config.evaluation.sidecarImage } : {}),
-      log: log.child({ component: "images" }),
-    }));
+  const imagesOn = (docker: Docker) => (images ??= projectImagesOf(config, docker, log));
   const engines = config.evaluation.engines;
   const pool = await EnginePool.open({
     engines: engines.list,
     explicit: engines.explicit,
     sshAgent: engines.sshAgent,
-    poolCidr: config.evaluation.subnetPool,
-    daemonInContainer: config.evaluation.daemonInContainer,
-    episodeRuntime: config.evaluation.episodeRuntime,
+    ...sandboxSettingsOf(config),
     log: log.child({ component: "pool" }),
     observer: live,
     kv: new KvRepo(db),

@@ -4,3 +4,13 @@ export {
   type OpenEnvironmentOptions,
   openEnvironment,
 } from "./environment.js";
+export {
+  loadMeterTables,
+  type MeterOptions,
+  type MeterTables,
+  meterOf,
+  projectImagesOf,
+  sandboxSettingsOf,
+  startUpstream,
+  type Upstream,
+} from "./parts.js";

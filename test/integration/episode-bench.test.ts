@@ -14,14 +14,19 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OfflineBench } from "../../src/bench/index.js";
 import { probeScenarioInfo } from "../../src/bench/probes.js";
 import { loadConfig } from "../../src/config.js";
-import type { EpisodeScenario } from "../../src/episode/index.js";
-import { type EpisodeResult, type RunEpisodeOptions, runEpisode } from "../../src/episode/index.js";
+import type { EpisodeResult, EpisodeScenario, RunEpisodeOptions } from "../../src/episode/index.js";
 import { outcomeOf } from "../../src/evaluation/index.js";
 import { sdkSingleFile } from "../../src/policy/index.js";
 import { round4 } from "../../src/precision.js";
 import type { BuiltImage } from "../../src/sandbox/index.js";
-import { type EpisodeRig, packOf, REPO_ROOT, shippedScenario, startEpisodeRig } from "../helpers/episode.js";
-import { countLabelled } from "../helpers/sandbox.js";
+import {
+  type EpisodeRig,
+  packOf,
+  REPO_ROOT,
+  runTestEpisode,
+  shippedScenario,
+  startEpisodeRig,
+} from "../helpers/episode.js";
 
 const GIT = "git-lost-commit-recovery"; // null floor 1/6: a floor that is not 0
 // The bench test's namespace: the same content hashes, so the images are shared with it.
@@ -78,25 +83,17 @@ afterAll(async () => {
 async function episode(over: Partial<RunEpisodeOptions>): Promise<EpisodeResult> {
   // The SDK file placed as the registry bench places it (src/environment).
   const sdk = sdkSingleFile();
-  const r = await runEpisode({
-    sandbox: rig.sandbox,
+  const { r } = await runTestEpisode(rig, {
     images: { sidecar: async () => base, scenario: async () => scenarioImage },
     runtime: {
       kind: "bench",
       sdk: { entry: sdk.name, files: [{ path: sdk.name, data: sdk.content }] },
       verifierNetwork: "none",
     },
-    meter: rig.meter,
-    pack: packOf({}),
     scenario,
-    capUsd: 0.3,
-    outDir: join(out, `${Date.now()}-${Math.random().toString(16).slice(2, 6)}`),
     defaultModel: "qwen3.8-27b",
+    runsDir: out,
     ...over,
-  });
-  expect(await countLabelled(rig.sandbox.docker, rig.sandbox.session.id, r.episode_id)).toEqual({
-    containers: 0,
-    networks: 0,
   });
   return r;
 }

@@ -14,11 +14,17 @@ import { join } from "node:path";
 import Dockerode from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProjectImages } from "../../src/bench/index.js";
-import { runEpisode } from "../../src/episode/episode.js";
-import type { EpisodeResult, EpisodeScenario } from "../../src/episode/types.js";
+import type { EpisodeScenario } from "../../src/episode/types.js";
 import { boundEngineCalls } from "../../src/sandbox/docker.js";
 import { Sandbox } from "../../src/sandbox/sandbox.js";
-import { type EpisodeRig, packOf, REPO_ROOT, shippedScenario, startEpisodeRig } from "../helpers/episode.js";
+import {
+  type EpisodeRig,
+  type EpisodeRun,
+  REPO_ROOT,
+  runTestEpisode,
+  shippedScenario,
+  startEpisodeRig,
+} from "../helpers/episode.js";
 import { countLabelled } from "../helpers/sandbox.js";
 
 const ENGINE = process.env.DOCKER_SOCKET ?? "/var/run/docker.sock";
@@ -120,28 +126,24 @@ afterAll(async () => {
   if (tmp) await rm(tmp, { recursive: true, force: true });
 });
 
-async function episode(stall: RegExp | undefined): Promise<{ r: EpisodeResult; ms: number }> {
+async function episode(stall: RegExp | undefined): Promise<EpisodeRun> {
   proxy.stall = stall;
   proxy.stalled = [];
-  const t0 = performance.now();
-  const r = await runEpisode({
+  const run = await runTestEpisode(rig, {
     sandbox,
     images,
-    meter: rig.meter,
-    pack: packOf({}),
     scenario: fast,
     capUsd: 0.1,
-    outDir: join(tmp, "runs", Date.now().toString(36)),
-    defaultModel: "glm-5.3-flash",
+    runsDir: join(tmp, "runs"),
     // An agent of its own: the deliverable at once, no model needed.
     agentCommand: `/bin/sh -c 'printf "print(1)\\n" > /app/mktar.py'`,
     timeouts: { agentMs: 60_000, stopGraceMs: 1_000 },
+    // The control test counts what its episode left (on this proxied session); the others do not.
+    expectNothingLeft: false,
+    report: (r, ms) =>
+      `stall ${stall}: held ${JSON.stringify(proxy.stalled)} → ${r.status} ${r.failure ? `${r.failure.class}/${r.failure.code}: ${r.failure.message}` : "clean"} in ${Math.round(ms)} ms`,
   });
-  const ms = performance.now() - t0;
-  console.log(
-    `stall ${stall}: held ${JSON.stringify(proxy.stalled)} → ${r.status} ${r.failure ? `${r.failure.class}/${r.failure.code}: ${r.failure.message}` : "clean"} in ${Math.round(ms)} ms`,
-  );
-  return { r, ms };
+  return run;
 }
 
 describe("a hung engine call ends the episode as infra, within its deadline", () => {

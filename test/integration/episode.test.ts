@@ -10,11 +10,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { draw } from "../../src/engy-sim/index.js";
-import type { EpisodeScenario } from "../../src/episode/index.js";
-import { type EpisodeResult, type RunEpisodeOptions, runEpisode } from "../../src/episode/index.js";
+import type { EpisodeScenario, RunEpisodeOptions } from "../../src/episode/index.js";
 import { round4 } from "../../src/precision.js";
-import { type EpisodeRig, packOf, shippedScenario, startEpisodeRig } from "../helpers/episode.js";
-import { countLabelled } from "../helpers/sandbox.js";
+import {
+  type EpisodeRig,
+  packOf,
+  runTestEpisode,
+  shippedScenario,
+  startEpisodeRig,
+} from "../helpers/episode.js";
 
 const GIT = "git-lost-commit-recovery"; // null floor 1/6: a non-trivial floor to hit exactly
 const FAST = "reproducible-tarball"; // quick to build and grade: the failure paths
@@ -41,29 +45,15 @@ afterAll(async () => {
   if (out) await rm(out, { recursive: true, force: true });
 });
 
-async function episode(
-  scenario: EpisodeScenario,
-  over: Partial<RunEpisodeOptions> = {},
-): Promise<{ r: EpisodeResult; ms: number }> {
-  const t0 = performance.now();
-  const r = await runEpisode({
-    sandbox: rig.sandbox,
-    images: rig.images,
-    meter: rig.meter,
+const episode = (scenario: EpisodeScenario, over: Partial<RunEpisodeOptions> = {}) =>
+  runTestEpisode(rig, {
     pack: strong,
     scenario,
     capUsd: 0.5,
-    outDir: join(out, `${Date.now()}-${Math.random().toString(16).slice(2, 6)}`),
     defaultModel: "qwen3.8-27b",
+    runsDir: out,
     ...over,
   });
-  const ms = performance.now() - t0;
-  expect(await countLabelled(rig.sandbox.docker, rig.sandbox.session.id, r.episode_id)).toEqual({
-    containers: 0,
-    networks: 0,
-  });
-  return { r, ms };
-}
 
 describe("episode", () => {
   it("scores the reference route of a strong model tests/tests, with cost, receipts and artifacts", async () => {

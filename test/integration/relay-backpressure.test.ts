@@ -16,12 +16,10 @@ import { request } from "node:http";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProjectImages } from "../../src/bench/index.js";
-import { startEngySim } from "../../src/engy-sim/index.js";
 import { outsideKill } from "../../src/episode/sidecar.js";
 import { silentLogger } from "../../src/log.js";
-import { loadAllowlist, loadPriceTable, Meter } from "../../src/meter/index.js";
+import type { Meter } from "../../src/meter/index.js";
 import { EnginePool } from "../../src/pool/index.js";
-import { ALLOWLIST_FILE, PRICE_TABLE_FILE } from "../../src/repo.js";
 import {
   createContainer,
   type EpisodeTopology,
@@ -33,7 +31,7 @@ import {
   startContainer,
 } from "../../src/sandbox/index.js";
 import { requireDocker } from "../helpers/docker.js";
-import { REPO_ROOT } from "../helpers/episode.js";
+import { type MeterRig, REPO_ROOT, startMeterRig } from "../helpers/episode.js";
 import { type NetnsEngine, startNetnsEngine } from "../helpers/netns-engine.js";
 import { countLabelled } from "../helpers/sandbox.js";
 
@@ -84,7 +82,7 @@ let pool: EnginePool;
 let sb: Sandbox;
 let docker: Docker;
 let relayImage = "";
-let sim: Awaited<ReturnType<typeof startEngySim>>;
+let meters: MeterRig;
 let meter: Meter;
 
 beforeAll(async () => {
@@ -106,20 +104,12 @@ beforeAll(async () => {
   });
   sb = pool.sandbox("e2")!;
   docker = sb.docker;
-  sim = await startEngySim({ host: "127.0.0.1", port: 0, latencyScale: 0 });
-  meter = new Meter({
-    upstreamUrl: sim.url,
-    apiKey: "sim-key",
-    allowlist: await loadAllowlist(ALLOWLIST_FILE),
-    prices: await loadPriceTable(PRICE_TABLE_FILE),
-    receipts: { insertMany: () => undefined, listByEpisode: () => [] },
-    log: silentLogger,
-  });
+  meters = await startMeterRig({ receipts: { insertMany: () => undefined, listByEpisode: () => [] } });
+  meter = meters.meter;
 }, 600_000);
 
 afterAll(async () => {
-  await meter?.stop();
-  await sim?.close();
+  await meters?.close();
   await pool?.close().catch(() => undefined);
   await e2?.stop();
 }, 120_000);

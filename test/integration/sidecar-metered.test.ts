@@ -10,9 +10,9 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import OpenAI from "openai";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type EngySim, startEngySim } from "../../src/engy-sim/index.js";
-import { type Listener, loadAllowlist, loadPriceTable, Meter } from "../../src/meter/index.js";
+import type { Listener, Meter } from "../../src/meter/index.js";
 import { type PolicyServer, type PolicyTurn, startPolicyServer } from "../../src/policy/index.js";
+import { type MeterRig, startMeterRig } from "../helpers/episode.js";
 
 const example = (name: string) =>
   fileURLToPath(new URL(`../../examples/policies/${name}/policy`, import.meta.url));
@@ -65,7 +65,7 @@ function toolTurn(id: string, command: string, result: Record<string, unknown>):
 const OK = (out: string) => ({ output: out, exit_code: 0, error: null });
 const FAIL = { output: "bash: ./configure: No such file or directory", exit_code: 127, error: null };
 
-let sim: EngySim;
+let rig: MeterRig;
 let meter: Meter;
 let listener: Listener;
 let meterUrl: string;
@@ -141,13 +141,8 @@ async function lastTurn(s: PolicyServer, n: number): Promise<PolicyTurn> {
 }
 
 beforeAll(async () => {
-  sim = await startEngySim({ port: 0, seed: 11 });
-  meter = new Meter({
-    upstreamUrl: sim.url,
-    apiKey: "sim-key",
-    allowlist: loadAllowlist(),
-    prices: loadPriceTable(),
-  });
+  rig = await startMeterRig();
+  meter = rig.meter;
   listener = await meter.listen("127.0.0.1", 0);
   meterUrl = `http://127.0.0.1:${listener.port}/v1`;
 });
@@ -158,8 +153,7 @@ afterEach(async () => {
 
 afterAll(async () => {
   await listener?.close();
-  await meter?.stop();
-  await sim?.close();
+  await rig?.close();
 });
 
 /** The conversation after the task and `n` failed tool calls (three in a row make `toolerr`). */

@@ -19,7 +19,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type BenchBuildResult, OfflineBench } from "../../src/bench/index.js";
 import { probeScenarioInfo } from "../../src/bench/probes.js";
 import { gradeBenchDeliverable } from "../../src/episode/bench-verifier.js";
-import { runEpisode } from "../../src/episode/episode.js";
 import type {
   EpisodeImages,
   EpisodeResult,
@@ -29,8 +28,14 @@ import type {
 } from "../../src/episode/types.js";
 import { sdkSingleFile } from "../../src/policy/index.js";
 import type { BuiltImage } from "../../src/sandbox/index.js";
-import { type EpisodeRig, packOf, REPO_ROOT, SCENARIOS_DIR, startEpisodeRig } from "../helpers/episode.js";
-import { countLabelled } from "../helpers/sandbox.js";
+import {
+  type EpisodeRig,
+  packOf,
+  REPO_ROOT,
+  runTestEpisode,
+  SCENARIOS_DIR,
+  startEpisodeRig,
+} from "../helpers/episode.js";
 import { scriptSkill } from "../helpers/skills.js";
 
 const MODEL = "glm-5.3-flash";
@@ -121,31 +126,23 @@ afterAll(async () => {
 });
 
 async function episode(name: string, over: Partial<RunEpisodeOptions> = {}): Promise<EpisodeResult> {
-  const t0 = performance.now();
-  const r = await runEpisode({
-    sandbox: rig.sandbox,
+  const { r } = await runTestEpisode(rig, {
     runtime,
     images,
-    meter: rig.meter,
     pack: packOf(
       { "policy.json": JSON.stringify({ kind: "pin", model: MODEL }) },
       ATTACKS[name] ? scriptSkill(name, ATTACKS[name]) : "# Notes\n\nRead the instruction; do the task.\n",
     ),
     scenario,
-    capUsd: 0.3,
-    outDir: join(tmp, "runs", `${name}-${Date.now().toString(36)}`),
+    runsDir: join(tmp, "runs"),
+    label: name,
     defaultModel: MODEL,
     timeouts: { agentMs: 180_000, stopGraceMs: 2_000 },
-    ...over,
-  });
-  console.log(
-    `${name}: ${r.status} ${r.failure ? `${r.failure.class}/${r.failure.code}` : "clean"} quality ${r.quality} (${r.passed}/${r.tests}) notes ${r.notes.join(",")} ` +
-      `agent ${Math.round(r.timings.agent_ms)} ms, collect ${Math.round(r.timings.collect_ms)} ms, total ${Math.round(performance.now() - t0)} ms; ` +
+    report: (r, ms) =>
+      `${name}: ${r.status} ${r.failure ? `${r.failure.class}/${r.failure.code}` : "clean"} quality ${r.quality} (${r.passed}/${r.tests}) notes ${r.notes.join(",")} ` +
+      `agent ${Math.round(r.timings.agent_ms)} ms, collect ${Math.round(r.timings.collect_ms)} ms, total ${Math.round(ms)} ms; ` +
       `files ${JSON.stringify(r.agent.files)}; disk ${r.agent.disk_bytes}; provenance ${JSON.stringify(r.provenance)}`,
-  );
-  expect(await countLabelled(rig.sandbox.docker, rig.sandbox.session.id, r.episode_id)).toEqual({
-    containers: 0,
-    networks: 0,
+    ...over,
   });
   return r;
 }

@@ -20,10 +20,15 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runEpisode } from "../../src/episode/episode.js";
 import type { EpisodeResult, EpisodeScenario, RunEpisodeOptions } from "../../src/episode/types.js";
-import { type EpisodeRig, packOf, REPO_ROOT, shippedScenario, startEpisodeRig } from "../helpers/episode.js";
-import { countLabelled } from "../helpers/sandbox.js";
+import {
+  type EpisodeRig,
+  packOf,
+  REPO_ROOT,
+  runTestEpisode,
+  shippedScenario,
+  startEpisodeRig,
+} from "../helpers/episode.js";
 import { scriptSkill } from "../helpers/skills.js";
 
 const MODEL = "glm-5.3-flash";
@@ -75,35 +80,20 @@ afterAll(async () => {
   if (tmp) await rm(tmp, { recursive: true, force: true });
 });
 
-async function episode(
-  name: string,
-  over: Partial<RunEpisodeOptions> = {},
-): Promise<{ r: EpisodeResult; ms: number }> {
-  const t0 = performance.now();
-  const r = await runEpisode({
-    sandbox: rig.sandbox,
-    images: rig.images,
-    meter: rig.meter,
+const episode = (name: string, over: Partial<RunEpisodeOptions> = {}) =>
+  runTestEpisode(rig, {
     pack: packOf({}, scriptSkill(name, ATTACKS[name] ?? "true")),
     scenario: fast,
-    capUsd: 0.3,
-    outDir: join(tmp, "runs", `${name}-${Date.now().toString(36)}`),
+    runsDir: join(tmp, "runs"),
+    label: name,
     defaultModel: MODEL,
     timeouts: { agentMs: 180_000, stopGraceMs: 2_000 },
-    ...over,
-  });
-  const ms = performance.now() - t0;
-  console.log(
-    `${name}: ${r.status} ${r.failure ? `${r.failure.class}/${r.failure.code}` : "clean"} notes ${r.notes.join(",")} ` +
+    report: (r, ms) =>
+      `${name}: ${r.status} ${r.failure ? `${r.failure.class}/${r.failure.code}` : "clean"} notes ${r.notes.join(",")} ` +
       `agent ${Math.round(r.timings.agent_ms)} ms, collect ${Math.round(r.timings.collect_ms)} ms, total ${Math.round(ms)} ms; ` +
       `files ${JSON.stringify(r.agent.files)}; disk ${r.agent.disk_bytes} bytes, ${r.agent.disk_inodes} inodes`,
-  );
-  expect(await countLabelled(rig.sandbox.docker, rig.sandbox.session.id, r.episode_id)).toEqual({
-    containers: 0,
-    networks: 0,
+    ...over,
   });
-  return { r, ms };
-}
 
 const artifact = (r: EpisodeResult, f: string) => readFile(join(r.artifacts.dir, f), "utf8");
 

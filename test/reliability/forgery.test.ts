@@ -17,7 +17,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseCtrf } from "../../src/episode/ctrf.js";
-import { runEpisode } from "../../src/episode/episode.js";
 import type { EpisodeResult, EpisodeScenario } from "../../src/episode/types.js";
 import { type GradeResult, gradeDeliverable, reportContractOf } from "../../src/episode/verifier.js";
 import { round4 } from "../../src/precision.js";
@@ -26,11 +25,12 @@ import {
   type EpisodeRig,
   packOf,
   REPO_ROOT,
+  runTestEpisode,
   SCENARIOS_DIR,
   shippedScenario,
   startEpisodeRig,
 } from "../helpers/episode.js";
-import { countLabelled, TEST_EPISODE_RUNTIME } from "../helpers/sandbox.js";
+import { TEST_EPISODE_RUNTIME } from "../helpers/sandbox.js";
 import { forgerySkill } from "../helpers/skills.js";
 
 const FORGERIES = join(REPO_ROOT, "test/fixtures/forgeries");
@@ -118,23 +118,15 @@ afterAll(async () => {
 async function forge(name: string): Promise<EpisodeResult> {
   const f = FORGERY_LIST.find((x) => x.name === name)!;
   const content = await deliverableOf(f);
-  const r = await runEpisode({
-    sandbox: rig.sandbox,
-    images: rig.images,
-    meter: rig.meter,
+  const { r } = await runTestEpisode(rig, {
     pack: packOf({}, skillOf(f, content)),
     scenario: f.scenario(),
-    capUsd: 0.3,
+    runsDir: join(tmp, "runs"),
     outDir: join(tmp, "runs", name),
     defaultModel: MODEL,
     timeouts: { agentMs: 120_000, stopGraceMs: 2_000 },
-  });
-  console.log(
-    `forgery ${name}: ${r.status} ${r.failure ? `${r.failure.class}/${r.failure.code}` : "clean"} quality ${round4(r.quality)} (${r.passed}/${r.tests}) verifier ${Math.round(r.timings.verify_ms ?? 0)} ms`,
-  );
-  expect(await countLabelled(rig.sandbox.docker, rig.sandbox.session.id, r.episode_id)).toEqual({
-    containers: 0,
-    networks: 0,
+    report: (r) =>
+      `forgery ${name}: ${r.status} ${r.failure ? `${r.failure.class}/${r.failure.code}` : "clean"} quality ${round4(r.quality)} (${r.passed}/${r.tests}) verifier ${Math.round(r.timings.verify_ms ?? 0)} ms`,
   });
   // A model wrote it through the meter: every answer the agent acted on matches a receipt...
   expect(r.answer_provenance?.unmatched).toBe(0);
