@@ -41,3 +41,19 @@ export function poller(defaults: { ms: number; everyMs: number }) {
   return (cond: () => boolean | Promise<boolean>, ms = defaults.ms, what = "condition") =>
     until(cond, ms, what, defaults.everyMs);
 }
+
+/**
+ * Poll `cond` at most `tries` times, `everyMs` apart, without throwing: whether it held. For waits
+ * whose end the test's own assertions then judge (a bounded settle, not a precondition).
+ */
+export async function pollUpTo(
+  cond: () => boolean | Promise<boolean>,
+  tries: number,
+  everyMs: number,
+): Promise<boolean> {
+  for (let i = 0; i < tries; i++) {
+    if (await cond()) return true;
+    await sleep(everyMs);
+  }
+  return false;
+}

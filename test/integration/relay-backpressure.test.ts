@@ -34,6 +34,7 @@ import { requireDocker } from "../helpers/docker.js";
 import { type MeterRig, REPO_ROOT, startMeterRig } from "../helpers/episode.js";
 import { type NetnsEngine, startNetnsEngine } from "../helpers/netns-engine.js";
 import { countLabelled } from "../helpers/sandbox.js";
+import { pollUpTo } from "../helpers/wait.js";
 
 const MiB = 1024 * 1024;
 
@@ -175,10 +176,6 @@ function modelsAnswerBytes(topo: EpisodeTopology, token: string): Promise<number
   });
 }
 
-async function until(what: () => Promise<boolean>, tries: number, everyMs: number): Promise<void> {
-  for (let i = 0; i < tries && !(await what()); i++) await new Promise((r) => setTimeout(r, everyMs));
-}
-
 describe("the meter relay under its real limits", () => {
   it("a sidecar that pipelines free calls and never reads is held back: the relay lives, small; another call is answered", async () => {
     const e = await episodeOn(`relay-bp-${randomBytes(3).toString("hex")}`);
@@ -188,7 +185,7 @@ describe("the meter relay under its real limits", () => {
       const per = Math.ceil((2 * RELAY_LIMITS.memoryBytes) / answer / 4 / 256) * 256;
       const flood = await sidecarOf(e, ["node", "-e", FLOOD], { PER: String(per) });
       let lines: string[] = [];
-      await until(
+      await pollUpTo(
         async () => {
           lines = (await readLogs(flood, 64 * 1024)).stdout
             .split("\n")
@@ -201,7 +198,7 @@ describe("the meter relay under its real limits", () => {
       // Then until the relay's memory stops growing (the answers already asked for have landed) or it is gone.
       let peak = 0;
       let flat = 0;
-      await until(
+      await pollUpTo(
         async () => {
           if (!(await e.relay.inspect()).State.Running) return true;
           const m = (
@@ -249,7 +246,7 @@ describe("the meter relay under its real limits", () => {
       }).catch(() => undefined);
       await Promise.all([oom.relay.kill({ signal: "SIGKILL" }), lost.relay.kill({ signal: "SIGKILL" })]);
       for (const c of sidecars) {
-        await until(async () => !(await c.inspect()).State.Running, 100, 200);
+        await pollUpTo(async () => !(await c.inspect()).State.Running, 100, 200);
         expect((await c.inspect()).State.Running).toBe(false);
       }
       expect([oom.topo.meterLoss?.(), lost.topo.meterLoss?.()]).toEqual(["relay_oom", "relay_lost"]);
