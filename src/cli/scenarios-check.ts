@@ -47,7 +47,7 @@ interface BenchRowsInput {
 /** `--bench REF`: the bench's scenarios, pulled and prepared, proved with the bench's verifier. */
 async function benchRows(input: BenchRowsInput): Promise<import("../episode/index.js").CheckRow[]> {
   const { ref, names, flags, spec, catalogue, config, sandbox, say, log, common } = input;
-  const [{ InputError }, scen, benchMod, { checkScenarios }] = await Promise.all([
+  const [{ InputError }, scen, benchMod, { benchGrader, checkScenarios }] = await Promise.all([
     import("../errors.js"),
     import("../scenarios/index.js"),
     import("../bench/index.js"),
@@ -109,7 +109,7 @@ async function benchRows(input: BenchRowsInput): Promise<import("../episode/inde
   return checkScenarios(scenarios, {
     ...common,
     images: prepared.images,
-    verifier: { kind: "bench", network: config.evaluation.verifierNetwork ?? "bridge" },
+    grader: benchGrader(config.evaluation.verifierNetwork ?? "bridge"),
   });
 }
 

@@ -15,22 +15,15 @@
 import { isAbortError } from "../errors.js";
 import { pythonInt } from "../python-int.js";
 import {
-  type Container,
-  createContainer,
+  type EpisodeContainer,
+  type EpisodeEngine,
   type EpisodeScope,
-  getPath,
   type LayerBounds,
   type LayerUse,
-  layerBytes,
   type NetworkAttachment,
-  putFiles,
-  readLogs,
-  removeContainer,
-  type Sandbox,
-  startContainer,
+  type NetworkPool,
   type TarEntry,
   uniqueName,
-  waitExit,
 } from "../sandbox/index.js";
 import type { DiskOver } from "./attribution.js";
 import { diskOverText } from "./attribution.js";
@@ -41,9 +34,14 @@ export const BENCH_REWARD_PATH = "/logs/verifier/reward.txt";
 export const BENCH_CTRF_PATH = "/logs/verifier/ctrf.json";
 const REPORT_CAP = 4 * 1024 * 1024;
 
+/** Where the grader's own network (`bridge`) comes from: the sandbox's address pool. */
+export type GraderNetworks = Pick<NetworkPool, "create">;
+
 export interface BenchGradeInput {
-  /** The engine, and the address pool the grader's own network comes from. */
-  sandbox: Pick<Sandbox, "docker" | "networks">;
+  /** The container engine, through the episode's seam. */
+  engine: EpisodeEngine;
+  /** The address pool the grader's own network comes from. */
+  networks: GraderNetworks;
   scope: EpisodeScope;
   image: string;
   testFiles: Readonly<Record<string, Buffer>>;
@@ -100,49 +98,48 @@ async function graderNetwork(
   if (input.network === "none") return { attach: { kind: "none" }, release: async () => undefined };
   const net = `${name}-net`;
   input.scope.trackNetwork(net, true);
-  await input.sandbox.networks.create("grader", net, input.scope.labels("net-grader"));
+  await input.networks.create("grader", net, input.scope.labels("net-grader"));
   return { attach: { kind: "network", name: net }, release: () => input.scope.removeNetwork(net) };
 }
 
 /** The bench's tests at /test.sh and /tests/, the deliverable at its path (0755) when there is one. */
-async function placeFiles(c: Container, input: BenchGradeInput): Promise<void> {
+async function placeFiles(c: EpisodeContainer, input: BenchGradeInput): Promise<void> {
   const files = Object.entries(input.testFiles);
   const testSh = input.testFiles["test.sh"] ?? Buffer.alloc(0);
-  await putFiles(c, "/", [{ name: "test.sh", data: testSh, mode: 0o755 }]);
+  await c.write("/", [{ name: "test.sh", data: testSh, mode: 0o755 }]);
   const helpers: TarEntry[] = files
     .filter(([n]) => n !== "test.sh")
     .map(([n, data]) => ({ name: `tests/${n}`, data, mode: 0o644 }));
-  if (helpers.length)
-    await putFiles(c, "/", [{ name: "tests/", type: "directory", mode: 0o755 }, ...helpers]);
+  if (helpers.length) await c.write("/", [{ name: "tests/", type: "directory", mode: 0o755 }, ...helpers]);
   const slash = input.agentOutputPath.lastIndexOf("/");
   const dir = input.agentOutputPath.slice(0, slash) || "/";
   const base = input.agentOutputPath.slice(slash + 1);
   if (input.deliverable !== undefined)
-    await putFiles(c, dir, [{ name: base, data: input.deliverable, mode: 0o755 }]);
+    await c.write(dir, [{ name: base, data: input.deliverable, mode: 0o755 }]);
 }
 
 /** Run the grader to its end or its timeout (then killed), under the disk watchdog. */
 async function runGrader(
-  c: Container,
+  c: EpisodeContainer,
   input: BenchGradeInput,
 ): Promise<{ exitCode: number | undefined; timedOut: boolean; disk: LayerUse & { over?: DiskOver } }> {
-  await startContainer(c);
+  await c.start();
   let exitCode: number | undefined;
   let timedOut = false;
   const deadline = AbortSignal.timeout(input.timeoutMs);
   // A bound upstream does not have, far above what an honest grader writes (it may install tools).
   const disk: LayerUse & { over?: DiskOver } = {};
   const watching = new AbortController();
-  const w = { ...(input.disk ?? FILES_VERIFIER_DISK), docker: input.sandbox.docker, scope: input.scope };
+  const w = { ...(input.disk ?? FILES_VERIFIER_DISK), scope: input.scope };
   const watcher = watchDisk(c, w, watching.signal, disk);
   try {
-    exitCode = await waitExit(c, input.signal ? AbortSignal.any([input.signal, deadline]) : deadline);
+    exitCode = await c.wait(input.signal ? AbortSignal.any([input.signal, deadline]) : deadline);
   } catch (err) {
     if (input.signal?.aborted) throw err;
     if (!isAbortError(err) && !deadline.aborted) throw err;
     timedOut = true;
-    await c.kill({ signal: "SIGKILL" }).catch(() => undefined);
-    await waitExit(c, AbortSignal.timeout(30_000)).catch(() => undefined);
+    await c.kill().catch(() => undefined);
+    await c.wait(AbortSignal.timeout(30_000)).catch(() => undefined);
   } finally {
     watching.abort();
     await watcher;
@@ -152,13 +149,13 @@ async function runGrader(
 
 /** upstream's reading of what the grader left: no reward.txt → 0; quality = ctrf passed/tests, else the reward. */
 async function readGrade(
-  c: Container,
+  c: EpisodeContainer,
   run: { exitCode: number | undefined; timedOut: boolean; diskBytes: number | undefined; t0: number },
 ): Promise<GradeResult> {
   const [logs, reward, ctrf] = await Promise.all([
-    readLogs(c, 1024 * 1024).catch(() => ({ stdout: "", stderr: "", truncated: false })),
-    getPath(c, BENCH_REWARD_PATH, REPORT_CAP),
-    getPath(c, BENCH_CTRF_PATH, REPORT_CAP),
+    c.logs(1024 * 1024).catch(() => ({ stdout: "", stderr: "", truncated: false })),
+    c.read(BENCH_REWARD_PATH, REPORT_CAP),
+    c.read(BENCH_CTRF_PATH, REPORT_CAP),
   ]);
   const log = `${logs.stdout}${logs.stderr ? `\n--- stderr ---\n${logs.stderr}` : ""}`;
   const ran = {
@@ -190,12 +187,11 @@ async function readGrade(
 
 export async function gradeBenchDeliverable(input: BenchGradeInput): Promise<GradeResult> {
   const t0 = performance.now();
-  const { docker } = input.sandbox;
   const name = `trajrl-${uniqueName(input.scope.episodeId, 60)}-verifier`;
   input.scope.trackContainer(name);
   const net = await graderNetwork(input, name);
   try {
-    const c = await createContainer(docker, {
+    const c = await input.engine.create({
       name,
       image: input.image,
       cmd: ["bash", "-c", "mkdir -p /logs/verifier && bash /test.sh"],
@@ -208,7 +204,7 @@ export async function gradeBenchDeliverable(input: BenchGradeInput): Promise<Gra
     });
     await placeFiles(c, input);
     const { exitCode, timedOut, disk } = await runGrader(c, input);
-    const diskBytes = (await layerBytes(c)) ?? disk.bytes;
+    const diskBytes = (await c.layerBytes()) ?? disk.bytes;
     if (disk.over)
       return {
         ...NO_SCORE,
@@ -225,7 +221,7 @@ export async function gradeBenchDeliverable(input: BenchGradeInput): Promise<Gra
       };
     return await readGrade(c, { exitCode, timedOut, diskBytes, t0 });
   } finally {
-    await removeContainer(docker, name).catch(() => undefined);
+    await input.engine.remove(name).catch(() => undefined);
     await net.release();
   }
 }

@@ -292,7 +292,7 @@ async function gradeStep(
   const { deliverable } = collected;
   const path = run.scenario.task.verifier.agent_output_path;
   const data = deliverable.kind === "file" ? deliverable.data : undefined;
-  const record = { image, runtime: kind.runtime, timeoutMs: verifierMs, deliverable };
+  const record = { image, grader: kind.grader.describe(run.scenario), timeoutMs: verifierMs, deliverable };
   if (data === undefined) {
     const what = `${path} is ${deliverable.kind === "missing" ? "missing" : `not a regular file (${deliverable.kind})`}`;
     if (!kind.gradesMissing(run, what)) {
@@ -300,12 +300,18 @@ async function gradeStep(
       return undefined;
     }
   }
-  const grade = await kind.grade(run, {
-    image,
+  const site = {
+    engine: run.engine,
+    networks: run.sandbox.networks,
+    scope: run.scope!,
+    log: run.log,
+    signal: ep.opts.signal,
+  };
+  const grade = await kind.grader.grade(site, run.scenario, {
+    image: image.ref,
     agentOutputPath: path,
     deliverable: data,
-    verifierMs,
-    signal: ep.opts.signal,
+    timeoutMs: verifierMs,
   });
   recordGrade(run, grade);
   await Promise.all([

@@ -6,14 +6,10 @@
  */
 import { sha256Hex } from "../hash.js";
 import type { FetchedPath } from "../sandbox/index.js";
-import { testFilesDigest } from "../scenarios/index.js";
 import { ARTIFACT_FILES } from "./artifacts.js";
+import type { GraderDescription, GraderKind } from "./grader.js";
 import type { EpisodeRun } from "./run-context.js";
-import type { EpisodeRuntime } from "./types.js";
-import { type GradeResult, reportContractOf } from "./verifier.js";
-
-/** Which grading code ran: the built-in suite's harness or files contract, or the registry bench's verifier. */
-export type GraderKind = "harness" | "files" | "bench";
+import type { GradeResult } from "./verifier.js";
 
 export interface GradingRecord {
   schema: 1;
@@ -43,7 +39,8 @@ export interface GradingRecord {
 
 export interface GradingFacts {
   image: { ref: string; id: string; repoDigest?: string | undefined };
-  runtime: EpisodeRuntime;
+  /** The grader the episode's kind grades with (grader.ts). */
+  grader: GraderDescription;
   timeoutMs: number;
   deliverable: FetchedPath;
   grade: GradeResult | undefined;
@@ -51,21 +48,18 @@ export interface GradingFacts {
 
 export function gradingRecord(run: EpisodeRun, f: GradingFacts): GradingRecord {
   const s = run.scenario;
-  const bench = f.runtime.kind === "bench";
   const data = f.deliverable.kind === "file" ? f.deliverable.data : undefined;
   const g = f.grade;
   return {
     schema: 1,
     graded: g !== undefined,
-    grader: bench ? "bench" : reportContractOf(s).channel,
+    grader: f.grader.grader,
     image: { ref: f.image.ref, id: f.image.id, repo_digest: f.image.repoDigest ?? null },
-    tests: bench
-      ? { kind: "tests_files", digest: testFilesDigest(s.testFiles ?? {}) }
-      : { kind: "scenario", digest: s.digest ?? null },
+    tests: f.grader.tests,
     agent_output_path: s.task.verifier.agent_output_path,
     timeout_ms: f.timeoutMs,
-    declared_tests: bench ? null : (s.task.metadata?.tests ?? null),
-    network: f.runtime.kind === "bench" ? f.runtime.verifierNetwork : "none",
+    declared_tests: f.grader.declaredTests,
+    network: f.grader.network,
     deliverable: {
       kind: f.deliverable.kind,
       bytes: data?.length ?? null,

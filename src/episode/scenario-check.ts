@@ -15,30 +15,17 @@ import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import pLimit from "p-limit";
-import { InfraError, isAbortError, toValidatorError } from "../errors.js";
+import { isAbortError, toValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { silentLogger } from "../log.js";
 import { round4 } from "../precision.js";
 import { REPO_ROOT } from "../repo.js";
-import {
-  type BuiltImage,
-  createContainer,
-  getPath,
-  putFiles,
-  readLogs,
-  removeContainer,
-  type Sandbox,
-  SCENARIO_LIMITS,
-  safeName,
-  startContainer,
-  stopContainer,
-  waitExit,
-} from "../sandbox/index.js";
+import { type BuiltImage, type Sandbox, SCENARIO_LIMITS, safeName } from "../sandbox/index.js";
 import { termText } from "../terminal-text.js";
-import { gradeBenchDeliverable } from "./bench-verifier.js";
 import { deadline } from "./deadline.js";
+import { builtinGrader, type Grader, type GradeSite } from "./grader.js";
 import type { EpisodeImages, EpisodeScenario } from "./types.js";
-import { dirEntries, type GradeResult, gradeDeliverable, reportContractOf } from "./verifier.js";
+import { dirEntries, type GradeResult } from "./verifier.js";
 
 export const AGENT_USER = "10000:10000";
 const DELIVERABLE_CAP = 64 * 1024 * 1024;
@@ -61,15 +48,12 @@ export interface CheckRow {
   ms: { build: number; solve: number; grade: number; total: number };
 }
 
-/** Which verifier grades: the built-in suite's, or the registry bench's (upstream's layout). */
-export type CheckVerifier = { kind: "builtin" } | { kind: "bench"; network: "none" | "bridge" };
-
 export interface CheckOptions {
   sandbox: Sandbox;
   /** Scenario images (built, or pulled); `agentBase` is built once first when given (the built-in suite). */
   images: Pick<EpisodeImages, "scenario"> & { agentBase?(signal?: AbortSignal): Promise<BuiltImage> };
-  /** Default: the built-in suite's. The bench's needs each scenario's `testFiles`. */
-  verifier?: CheckVerifier;
+  /** Which grader grades (grader.ts): default the built-in suite's; the bench's needs each scenario's `testFiles`. */
+  grader?: Grader;
   signal?: AbortSignal;
   log?: Logger;
   /** Scenarios checked at once (builds and runs); the default suits a 2-core machine. */
@@ -91,7 +75,7 @@ async function runReference(
   try {
     const name = `trajrl-${safeName(scopeId)}-solve`;
     scope.trackContainer(name);
-    const c = await createContainer(sb.docker, {
+    const c = await sb.episodeEngine.create({
       name,
       image: image.ref,
       entrypoint: ["bash", "/solution/solve.sh"],
@@ -104,22 +88,22 @@ async function runReference(
       dropAllCaps: true,
       init: true,
     });
-    await putFiles(c, "/", await dirEntries(join(scenario.dir, "solution"), "solution"));
+    await c.write("/", await dirEntries(join(scenario.dir, "solution"), "solution"));
     const dl = deadline(scenario.task.agent.timeout_sec * 1000, signal);
     let exit: number | undefined;
     try {
-      await startContainer(c);
-      exit = await waitExit(c, dl.signal);
+      await c.start();
+      exit = await c.wait(dl.signal);
     } catch (err) {
       if (!dl.expired) throw err;
-      await stopContainer(c, 0);
+      await c.stop(0);
     } finally {
       dl.clear();
     }
-    const logs = await readLogs(c, 64 * 1024).catch(() => ({ stdout: "", stderr: "" }));
+    const logs = await c.logs(64 * 1024).catch(() => ({ stdout: "", stderr: "" }));
     const log = `${logs.stdout}${logs.stderr}`;
-    const got = await getPath(c, scenario.task.verifier.agent_output_path, DELIVERABLE_CAP);
-    await removeContainer(sb.docker, name);
+    const got = await c.read(scenario.task.verifier.agent_output_path, DELIVERABLE_CAP);
+    await sb.episodeEngine.remove(name);
     if (exit === undefined) return { deliverable: undefined, problem: "solve.sh timed out", log };
     if (got.kind !== "file")
       return {
@@ -200,6 +184,45 @@ function recordGrades(
   }
 }
 
+/**
+ * One grading of the check, by the check's grader: in the shared grading scope (told apart by its
+ * label), or in a scope of its own when the grader names its container after the scope alone.
+ */
+function checkGrading(
+  scenario: EpisodeScenario,
+  image: BuiltImage,
+  scope: GradeSite["scope"],
+  id: string,
+  opts: CheckOptions,
+  log: Logger,
+): (label: string, data: Buffer) => Promise<GradeResult> {
+  const grader = opts.grader ?? builtinGrader;
+  const site: GradeSite = {
+    engine: opts.sandbox.episodeEngine,
+    networks: opts.sandbox.networks,
+    scope,
+    log,
+    signal: opts.signal,
+  };
+  const ask = (label: string, data: Buffer) => ({
+    image: image.ref,
+    agentOutputPath: scenario.task.verifier.agent_output_path,
+    deliverable: data,
+    timeoutMs: scenario.task.verifier.timeout_sec * 1000,
+    label,
+  });
+  return async (label, data) => {
+    if (!grader.scopePerGrading) return grader.grade(site, scenario, ask(label, data));
+    const ttl = (scenario.task.verifier.timeout_sec + 120) * 1000;
+    const own = opts.sandbox.openScope(`${id}-${label}`, ttl, scenario);
+    try {
+      return await grader.grade({ ...site, scope: own }, scenario, ask(label, data));
+    } finally {
+      await own.dispose();
+    }
+  };
+}
+
 export async function checkScenario(scenario: EpisodeScenario, opts: CheckOptions): Promise<CheckRow> {
   const log = (opts.log ?? silentLogger).child({ scenario: scenario.name });
   const t0 = performance.now();
@@ -221,49 +244,12 @@ export async function checkScenario(scenario: EpisodeScenario, opts: CheckOption
 
     const t2 = performance.now();
     const scope = opts.sandbox.openScope(`${id}-b`, gradingTtlMs(scenario), scenario);
-    const verifier = opts.verifier ?? { kind: "builtin" };
-    const testFiles = scenario.testFiles;
-    if (verifier.kind === "bench" && !testFiles)
-      throw new InfraError("check_no_tests", `${scenario.name}: the bench gave no test files`);
-    // The bench's verifier names its container after the scope (one grading per episode), so
-    // each grading here gets a scope of its own.
-    const benchGrade = async (label: string, data: Buffer): Promise<GradeResult> => {
-      const ttl = (scenario.task.verifier.timeout_sec + 120) * 1000;
-      const own = opts.sandbox.openScope(`${id}-${label}`, ttl, scenario);
-      try {
-        return await gradeBenchDeliverable({
-          sandbox: opts.sandbox,
-          scope: own,
-          image: image.ref,
-          testFiles: testFiles!,
-          agentOutputPath: scenario.task.verifier.agent_output_path,
-          deliverable: data,
-          timeoutMs: scenario.task.verifier.timeout_sec * 1000,
-          network: verifier.kind === "bench" ? verifier.network : "none",
-          ...(opts.signal ? { signal: opts.signal } : {}),
-        });
-      } finally {
-        await own.dispose();
-      }
-    };
-    const grade = (label: string, data: Buffer): Promise<GradeResult> =>
-      verifier.kind === "bench"
-        ? benchGrade(label, data)
-        : gradeDeliverable({
-            docker: opts.sandbox.docker,
-            scope,
-            image: image.ref,
-            testsDir: join(scenario.dir, "tests"),
-            agentOutputPath: scenario.task.verifier.agent_output_path,
-            deliverable: data,
-            timeoutMs: scenario.task.verifier.timeout_sec * 1000,
-            report: reportContractOf(scenario),
-            label,
-            ...(opts.signal ? { signal: opts.signal } : {}),
-            log,
-          });
-    const probe =
-      verifier.kind === "builtin" ? (opts.hostileProbe ?? (await readFile(HOSTILE_PROBE_PATH))) : undefined;
+    const grader = opts.grader ?? builtinGrader;
+    grader.ensureTests(scenario);
+    const grade = checkGrading(scenario, image, scope, id, opts, log);
+    const probe = grader.gradesHostileProbe
+      ? (opts.hostileProbe ?? (await readFile(HOSTILE_PROBE_PATH)))
+      : undefined;
     try {
       const [refGrade, emptyGrade, hostileGrade] = await Promise.all([
         ref.deliverable ? grade("reference", ref.deliverable) : Promise.resolve(undefined),

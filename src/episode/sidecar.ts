@@ -11,11 +11,11 @@ import { type Pack, POLICY_DIR_TMPFS_BYTES, policyTarEntries } from "../pack/ind
 import {
   type BuiltImage,
   type EpisodeContainer,
+  type EpisodeEngine,
   type EpisodeTopology,
   hostAddress,
   type MeterLoss,
   packTar,
-  type Sandbox,
   SIDECAR_LIMITS,
   type TarEntry,
 } from "../sandbox/index.js";
@@ -34,11 +34,10 @@ export function policyEntries(pack: Pack): TarEntry[] {
 const commandCache = new Map<string, string[]>();
 
 /** The image's own entrypoint + command (what our stdin wrapper execs), inspected once per image. */
-async function imageCommand(sandbox: Sandbox, image: BuiltImage): Promise<string[]> {
+async function imageCommand(engine: EpisodeEngine, image: BuiltImage): Promise<string[]> {
   const hit = commandCache.get(image.id);
   if (hit) return hit;
-  const info = await sandbox.docker.getImage(image.ref).inspect();
-  const cmd = [...(info.Config?.Entrypoint ?? []), ...(info.Config?.Cmd ?? [])];
+  const cmd = await engine.imageCommand(image.ref);
   if (cmd.length === 0) throw new InfraError("sidecar_image_invalid", `${image.ref} has no command to run`);
   commandCache.set(image.id, cmd);
   return cmd;
@@ -91,7 +90,7 @@ export interface SidecarLaunch {
 /** Our sidecar image: its own command, uid 10001, the policy files in /policy. */
 export async function builtinLaunch(run: EpisodeRun, image: BuiltImage): Promise<SidecarLaunch> {
   return {
-    cmd: await imageCommand(run.sandbox, image),
+    cmd: await imageCommand(run.engine, image),
     user: `${POLICY_UID}:${POLICY_UID}`,
     env: { PYTHONDONTWRITEBYTECODE: "1" },
     tmpfs: {

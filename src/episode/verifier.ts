@@ -12,33 +12,21 @@
  */
 import { readdir, readFile } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
-import type Dockerode from "dockerode";
 import { InfraError, isAbortError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { silentLogger } from "../log.js";
 import {
-  attachStdin,
   type ContainerSpec,
-  createContainer,
-  type Docker,
+  type EpisodeContainer,
+  type EpisodeEngine,
   type EpisodeScope,
-  getPath,
-  inspectContainer,
   type LayerBounds,
   type LayerUse,
   type LayerWatch,
-  layerBytes,
-  putFiles,
-  readLogs,
-  removeContainer,
   SCENARIO_LIMITS,
   safeName,
-  startContainer,
-  stopContainer,
   type TarEntry,
   uniqueName,
-  waitExit,
-  watchLayer,
 } from "../sandbox/index.js";
 import type { DiskOver } from "./attribution.js";
 import type { CtrfReport } from "./ctrf.js";
@@ -86,7 +74,8 @@ export function reportContractOf(scenario: EpisodeScenario): ReportContract {
 }
 
 export interface GradeInput {
-  docker: Docker;
+  /** The container engine, through the episode's seam. */
+  engine: EpisodeEngine;
   scope: EpisodeScope;
   /** Scenario image reference (the same image the agent ran in). */
   image: string;
@@ -149,15 +138,15 @@ export async function dirEntries(dir: string, prefix: string): Promise<TarEntry[
  * container is killed and `state.over` set with what was measured.
  */
 export async function watchDisk(
-  c: Dockerode.Container,
-  w: LayerWatch,
+  c: EpisodeContainer,
+  w: Omit<LayerWatch, "docker">,
   signal: AbortSignal,
   state: LayerUse & { over?: DiskOver },
 ): Promise<void> {
-  const over = await watchLayer(c, w, signal, state);
+  const over = await c.watchLayer(w, signal, state);
   if (!over) return;
   state.over = { ...over, limitBytes: w.limitBytes, limitInodes: w.limitInodes };
-  await c.kill({ signal: "SIGKILL" }).catch(() => undefined);
+  await c.kill().catch(() => undefined);
 }
 
 /** The verifier's container: the scenario's image, no network, root; the harness's capabilities and tmpfs. */
@@ -185,12 +174,12 @@ type DiskState = LayerUse & { over?: DiskOver };
  * under the deadline and the disk watchdog; past the deadline it is stopped.
  */
 async function runVerifier(
-  c: Dockerode.Container,
+  c: EpisodeContainer,
   input: GradeInput,
-  w: LayerWatch,
+  w: Omit<LayerWatch, "docker">,
   key: Buffer | undefined,
 ): Promise<{ exitCode: number | undefined; timedOut: boolean; disk: DiskState }> {
-  const stdin = key ? await attachStdin(c) : undefined;
+  const stdin = key ? await c.openStdin() : undefined;
   const dl = deadline(input.timeoutMs, input.signal);
   const disk: DiskState = {};
   const watching = new AbortController();
@@ -198,16 +187,16 @@ async function runVerifier(
   let exitCode: number | undefined;
   let timedOut = false;
   try {
-    await startContainer(c);
+    await c.start();
     // The key goes in before anything of the deliverable can run: the harness reads it first.
     await stdin?.send(Buffer.from(`${key!.toString("hex")}\n`));
     watcher = watchDisk(c, w, watching.signal, disk);
-    exitCode = await waitExit(c, dl.signal);
+    exitCode = await c.wait(dl.signal);
   } catch (err) {
     if (!isAbortError(err) && !dl.signal.aborted) throw err;
     if (!dl.expired) throw input.signal?.reason ?? err;
     timedOut = true;
-    await stopContainer(c, 0);
+    await c.stop(0);
   } finally {
     dl.clear();
     watching.abort();
@@ -259,25 +248,25 @@ export async function gradeDeliverable(input: GradeInput): Promise<GradeResult> 
   const name = `trajrl-${uniqueName(input.scope.episodeId, 60)}-verifier${suffix}`;
   input.scope.trackContainer(name);
   const bounds = harness ? HARNESS_VERIFIER.disk : FILES_VERIFIER_DISK;
-  const c = await createContainer(input.docker, verifierSpec(input, name, harness));
+  const c = await input.engine.create(verifierSpec(input, name, harness));
   const out = input.agentOutputPath.replace(/^\/+/, "");
-  await putFiles(c, "/", [
+  await c.write("/", [
     ...(await dirEntries(input.testsDir, "tests")),
     { name: "logs/", type: "directory", mode: 0o755 },
     { name: "logs/verifier/", type: "directory", mode: 0o755 },
     { name: out, data: input.deliverable, mode: 0o755 },
   ]);
   const key = harness ? newReportKey() : undefined;
-  const w = { ...bounds, docker: input.docker, scope: input.scope, log };
+  const w = { ...bounds, scope: input.scope, log };
   const { exitCode, timedOut, disk } = await runVerifier(c, input, w, key);
-  const [info, ctrfFile, rewardFile, logs, finalSize] = await Promise.all([
-    inspectContainer(c).catch(() => undefined),
-    harness ? undefined : getPath(c, CTRF_PATH, REPORT_CAP),
-    harness ? undefined : getPath(c, REWARD_PATH, 4096),
-    readLogs(c, 256 * 1024).catch(() => ({ stdout: "", stderr: "", truncated: false })),
-    layerBytes(c),
+  const [state, ctrfFile, rewardFile, logs, finalSize] = await Promise.all([
+    c.state().catch(() => undefined),
+    harness ? undefined : c.read(CTRF_PATH, REPORT_CAP),
+    harness ? undefined : c.read(REWARD_PATH, 4096),
+    c.logs(256 * 1024).catch(() => ({ stdout: "", stderr: "", truncated: false })),
+    c.layerBytes(),
   ]);
-  await removeContainer(input.docker, name).catch(() => undefined);
+  await input.engine.remove(name).catch(() => undefined);
   const rewardText = rewardFile?.kind === "file" ? rewardFile.data.toString("utf8") : undefined;
   const diskBytes = finalSize ?? disk.bytes;
   const verdict = judgeReport({
@@ -285,7 +274,7 @@ export async function gradeDeliverable(input: GradeInput): Promise<GradeResult> 
     timeoutMs: input.timeoutMs,
     timedOut: timedOut && !disk.over,
     exitCode,
-    oomKilled: Boolean(info?.State?.OOMKilled),
+    oomKilled: Boolean(state?.oomKilled),
     diskExceeded: diskOver(bounds, disk, finalSize),
     stdout: logs.stdout,
     key,

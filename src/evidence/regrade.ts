@@ -190,7 +190,7 @@ export class DockerRegrader implements Regrader {
   ): Promise<GradeResult> {
     const scope = this.d.sandbox.openScope(`verify-${e.episode_id}-${k}`, g.timeout_ms + 10 * 60_000);
     const common = {
-      docker: this.d.sandbox.docker,
+      engine: this.d.sandbox.episodeEngine,
       scope,
       image: inputs.image,
       agentOutputPath: g.agent_output_path,
@@ -201,7 +201,7 @@ export class DockerRegrader implements Regrader {
       if ("files" in inputs.tests)
         return await gradeBenchDeliverable({
           ...common,
-          sandbox: this.d.sandbox,
+          networks: this.d.sandbox.networks,
           testFiles: inputs.tests.files,
           deliverable,
           network: this.d.network ?? g.network,

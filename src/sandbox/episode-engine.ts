@@ -1,8 +1,9 @@
 /**
  * The one seam between an episode and the container engine (Inspect AI's SandboxEnvironment is
  * the model): create a container from a ContainerSpec, start, stop, wait, exec, read and write
- * paths, open its stdin, read its logs, watch its writable layer, connect it to a network,
- * remove it. The episode's agent and sidecar speak only to these; this file is the Docker
+ * paths, open its stdin, read its logs, watch and measure its writable layer, kill it, connect it
+ * to a network, remove it, and read an image's command. The episode (its agent, sidecar, graders)
+ * speaks only to these; this file is the Docker
  * implementation (dockerode through the helpers beside it). Which OCI runtime a container gets
  * (runc or gVisor, src/sandbox/runtime.ts) is decided below the seam, from the spec's labels.
  * A Kubernetes backend implements EpisodeEngine and EpisodeContainer (docs/kubernetes.md).
@@ -27,7 +28,7 @@ import {
   waitExit,
 } from "./containers.js";
 import type { Container, Docker } from "./docker.js";
-import { type LayerUse, type LayerWatch, watchLayer } from "./layer-watch.js";
+import { type LayerUse, type LayerWatch, layerBytes, watchLayer } from "./layer-watch.js";
 import type { PathStat } from "./tar.js";
 
 /** What the episode reads of a container's state. */
@@ -42,6 +43,8 @@ export interface EpisodeContainer {
   readonly name: string;
   readonly id: string;
   start(): Promise<void>;
+  /** SIGKILL at once, without waiting for the exit (a grader past a bound). */
+  kill(): Promise<void>;
   /** Stop with `graceMs` before the kill (0: at once); what it wrote stays readable. */
   stop(graceMs: number): Promise<void>;
   /** Resolves with the exit status when it ends; rejects when `signal` aborts first. */
@@ -65,6 +68,8 @@ export interface EpisodeContainer {
     signal: AbortSignal,
     seen?: LayerUse,
   ): Promise<LayerUse | undefined>;
+  /** What its writable layer holds now, in bytes as the engine counts them; undefined when unknown. */
+  layerBytes(): Promise<number | undefined>;
 }
 
 /** The engine as an episode uses it. */
@@ -74,6 +79,8 @@ export interface EpisodeEngine {
   connect(network: string, container: EpisodeContainer, ipv4: string, aliases?: string[]): Promise<void>;
   /** Remove a container by name, whatever its state; a missing one is no error. */
   remove(name: string): Promise<void>;
+  /** An image's own entrypoint followed by its command (what it runs when given none). */
+  imageCommand(ref: string): Promise<string[]>;
 }
 
 /** The Docker implementation of the seam, on one engine client. */
@@ -83,7 +90,14 @@ export function dockerEpisodeEngine(docker: Docker): EpisodeEngine {
     connect: (network, container, ipv4, aliases = []) =>
       connectNetwork(docker, network, container.id, aliases, ipv4),
     remove: (name) => removeContainer(docker, name),
+    imageCommand: (ref) => dockerImageCommand(docker, ref),
   };
+}
+
+/** The image's `Config.Entrypoint` then `Config.Cmd`, from one inspect. */
+async function dockerImageCommand(docker: Docker, ref: string): Promise<string[]> {
+  const info = await docker.getImage(ref).inspect();
+  return [...(info.Config?.Entrypoint ?? []), ...(info.Config?.Cmd ?? [])];
 }
 
 /** A dockerode container behind the EpisodeContainer interface. */
@@ -92,6 +106,9 @@ export function dockerEpisodeContainer(docker: Docker, name: string, c: Containe
     name,
     id: c.id,
     start: () => startContainer(c),
+    kill: async () => {
+      await c.kill({ signal: "SIGKILL" });
+    },
     stop: (graceMs) => stopContainer(c, graceMs),
     wait: (signal) => waitExit(c, signal),
     state: async () => {
@@ -109,5 +126,6 @@ export function dockerEpisodeContainer(docker: Docker, name: string, c: Containe
     openStdin: () => attachStdin(c),
     logs: (capBytes) => readLogs(c, capBytes),
     watchLayer: (bounds, signal, seen) => watchLayer(c, { ...bounds, docker }, signal, seen),
+    layerBytes: () => layerBytes(c),
   };
 }

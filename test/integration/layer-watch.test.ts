@@ -116,7 +116,8 @@ describe("inodes of a writable layer", () => {
     const g = sb.openScope(`${episode}-g`, 600_000);
     try {
       const grade = await gradeBenchDeliverable({
-        sandbox: sb,
+        engine: sb.episodeEngine,
+        networks: sb.networks,
         scope: g,
         image: BASE_IMAGE,
         testFiles: {

@@ -143,7 +143,8 @@ describe("the registry bench's verifier network", () => {
     const gradingScope = sb.openScope(`${episode}-g`, 600_000);
     try {
       const grade = await gradeBenchDeliverable({
-        sandbox: sb,
+        engine: sb.episodeEngine,
+        networks: sb.networks,
         scope: gradingScope,
         image: BASE_IMAGE,
         testFiles: { "test.sh": Buffer.from(probe(topo.meterBindHost, topo.meterPort)) },

@@ -160,7 +160,8 @@ describe("bench runtime", () => {
     const scope = rig.sandbox.openScope(`bench-direct-${Date.now().toString(36)}`, 20 * 60_000);
     try {
       const direct = await gradeBenchDeliverable({
-        sandbox: rig.sandbox,
+        engine: rig.sandbox.episodeEngine,
+        networks: rig.sandbox.networks,
         scope,
         image: (await images.scenario(scenario)).ref,
         testFiles: scenario.testFiles ?? {},

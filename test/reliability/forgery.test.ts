@@ -143,7 +143,7 @@ async function grade(s: EpisodeScenario, deliverable: Buffer, label: string): Pr
   const scope = rig.sandbox.openScope(`forgery-${label}-${Date.now().toString(36)}`, 20 * 60_000, s);
   try {
     return await gradeDeliverable({
-      docker: rig.sandbox.docker,
+      engine: rig.sandbox.episodeEngine,
       scope,
       image: (await rig.images.scenario(s)).ref,
       testsDir: join(s.dir, "tests"),
