@@ -1,7 +1,8 @@
 import type { BenchProgress, BenchSource } from "../bench/index.js";
-import type { EpisodeMeter, EpisodeTimeouts } from "../episode/index.js";
-import type { ErrorCode, FailureClass } from "../errors.js";
+import type { EpisodeFailure, EpisodeMeter, EpisodeTimeouts } from "../episode/index.js";
+import type { ErrorCode } from "../errors.js";
 import type { Logger } from "../log.js";
+import type { ModelUsage as MeterModelUsage, UsageSummary } from "../meter/index.js";
 import type { EnginePool } from "../pool/index.js";
 import type { Sandbox } from "../sandbox/index.js";
 import type { EvaluationRepo } from "../store/index.js";
@@ -9,19 +10,18 @@ import type { EvaluationRepo } from "../store/index.js";
 /** Where one scenario of an evaluation stands, for progress views and the platform's progress events. */
 export type EpisodePhase = "queued" | "starting" | "running" | "verifying" | "done" | "failed" | "retrying";
 
-export interface ModelUsage {
-  calls: number;
-  costUsd: number;
-  promptTokens: number;
-  cachedTokens: number;
-  completionTokens: number;
-}
+/** `cost_usd` → `costUsd`: a snake_case key as the evaluation's camelCase records spell it. */
+type CamelKey<K extends string> = K extends `${infer Head}_${infer Tail}`
+  ? `${Head}${Capitalize<CamelKey<Tail>>}`
+  : K;
+/** The meter's snake_case record with camelCase keys: one definition, two spellings (outcome.ts converts). */
+type Camel<T> = { [K in keyof T as K extends string ? CamelKey<K> : K]: T[K] };
 
-export interface EpisodeFailure {
-  class: FailureClass;
-  code: ErrorCode;
-  message: string;
-}
+/** The meter's per-model usage (src/meter ModelUsage), as the evaluation spells it. */
+export type ModelUsage = Camel<MeterModelUsage>;
+
+/** The episode's failure (src/episode): policy, upstream or infra, never input. */
+export type { EpisodeFailure };
 
 /** What one episode produced, as the evaluation needs it (the episode layer maps its result into this). */
 export interface EpisodeOutcome {
@@ -55,21 +55,13 @@ export interface EpisodeOutcome {
   judge?: JudgeFacts;
 }
 
-/** An episode's meter summary, as the discard rules and their messages read it. */
-export interface MeterFacts {
-  /** Calls forwarded to the provider. */
-  calls: number;
-  /** Forwarded calls answered with a status other than 200 (upstream's `errors`). */
-  errors: number;
-  /** Forwarded calls answered 200 whose answer was cut. */
-  cut: number;
-  /** Calls the meter answered itself, by reason (`model`: the allowlist, `cap`, `invalid_request`, …). */
-  refused: Record<string, number>;
-  /** Of `costUsd`, what was booked at reservations: calls whose usage never came. */
-  estimatedUsd: number;
-  /** The longest a call waited for the provider's first byte, seconds. */
-  longestWaitS: number;
-}
+/**
+ * An episode's meter summary, as the discard rules and their messages read it: the meter's
+ * UsageSummary fields (their meaning documented there) in camelCase.
+ */
+export type MeterFacts = Camel<
+  Pick<UsageSummary, "calls" | "errors" | "cut" | "refused" | "estimated_usd" | "longest_wait_s">
+>;
 
 /** Per-scenario facts upstream reports in `scenario_results[name].judge` (miner_eval.py). */
 export interface JudgeFacts {
