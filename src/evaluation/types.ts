@@ -1,5 +1,11 @@
 import type { BenchProgress, BenchSource } from "../bench/index.js";
-import type { EpisodeFailure, EpisodeMeter, EpisodeTimeouts } from "../episode/index.js";
+import type {
+  EpisodeFailure,
+  EpisodeMeter,
+  EpisodePhaseUpdate,
+  EpisodeRunPhase,
+  EpisodeTimeouts,
+} from "../episode/index.js";
 import type { ErrorCode } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { ModelUsage as MeterModelUsage, UsageSummary } from "../meter/index.js";
@@ -8,7 +14,7 @@ import type { Sandbox } from "../sandbox/index.js";
 import type { EvaluationRepo } from "../store/index.js";
 
 /** Where one scenario of an evaluation stands, for progress views and the platform's progress events. */
-export type EpisodePhase = "queued" | "starting" | "running" | "verifying" | "done" | "failed" | "retrying";
+export type EpisodePhase = "queued" | "starting" | EpisodeRunPhase | "done" | "failed" | "retrying";
 
 /** `cost_usd` → `costUsd`: a snake_case key as the evaluation's camelCase records spell it. */
 type CamelKey<K extends string> = K extends `${infer Head}_${infer Tail}`
@@ -75,10 +81,8 @@ export interface JudgeFacts {
   policyStalled: boolean;
 }
 
-export interface EpisodeProgress {
-  phase?: EpisodePhase;
-  spentUsd?: number;
-}
+/** The episode's phase updates, over the evaluation's phases. */
+export type EpisodeProgress = EpisodePhaseUpdate<EpisodePhase>;
 
 export interface EpisodeRequest {
   evaluationId: string;
@@ -92,21 +96,24 @@ export interface EpisodeRequest {
 /** Runs one episode. Never throws for policy faults; throws or returns a failed outcome for upstream/infra. */
 export type EpisodeRunner = (req: EpisodeRequest) => Promise<EpisodeOutcome>;
 
-export interface ScenarioVerdict {
-  scenario: string;
-  quality: number;
-  tests: number;
-  passed: number;
-  status: "scored" | "failed";
-  failure?: EpisodeFailure;
-  costUsd: number;
-  byModel: Record<string, ModelUsage>;
+/** A scenario's place in the verdict: its last attempt's outcome, as scored, and how many attempts it took. */
+export interface ScenarioVerdict
+  extends Pick<
+    EpisodeOutcome,
+    | "scenario"
+    | "quality"
+    | "tests"
+    | "passed"
+    | "status"
+    | "failure"
+    | "costUsd"
+    | "byModel"
+    | "timings"
+    | "judge"
+    | "chargedToPack"
+  > {
   attempts: number;
   episodeId: string;
-  timings: EpisodeOutcome["timings"];
-  judge?: JudgeFacts;
-  /** An upstream/infra failure that followed the pack through every re-run, scored 0 as the pack's. */
-  chargedToPack?: boolean;
 }
 
 /** Where the scenarios and their images came from (the bench source's provenance). */
@@ -179,6 +186,14 @@ export interface EvaluationEvent {
   timedOut?: boolean;
 }
 
+/** One episode ended (the status page tallies them by outcome and failure class). */
+export interface EpisodeEnd {
+  scenario: string;
+  outcome: "scored" | "failed";
+  failureClass?: string;
+  failureCode?: string;
+}
+
 /** Who watches an evaluation as it runs (the status page's LiveStatus satisfies it). */
 export interface EvaluationObserver {
   startEvaluation(v: {
@@ -193,12 +208,7 @@ export interface EvaluationObserver {
     scenarios: string[];
   }): void;
   onProgress(e: EvaluationEvent): void;
-  episodeEnd(e: {
-    scenario: string;
-    outcome: "scored" | "failed";
-    failureClass?: string;
-    failureCode?: string;
-  }): void;
+  episodeEnd(e: EpisodeEnd): void;
   endEvaluation(): void;
   raise(code: string, message: string, severity?: "warn" | "error"): void;
   /** Image builds and pulls while the bench is prepared (the status page shows them). */
