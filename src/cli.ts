@@ -6,7 +6,6 @@
 import { Command, CommanderError } from "commander";
 import { registerBackup } from "./cli/backup.js";
 import { registerBench } from "./cli/bench.js";
-import { registerCheck } from "./cli/check.js";
 import { registerEngines } from "./cli/engines.js";
 import { registerEngySim } from "./cli/engy-sim.js";
 import { registerEval } from "./cli/eval.js";
@@ -15,6 +14,7 @@ import { registerLocalnet } from "./cli/localnet.js";
 import { registerMeter } from "./cli/meter.js";
 import { registerPack } from "./cli/pack.js";
 import { registerPolicy } from "./cli/policy.js";
+import { registerPreflight } from "./cli/preflight.js";
 import { registerRun } from "./cli/run.js";
 import { registerScenarios } from "./cli/scenarios.js";
 import { registerStatus } from "./cli/status.js";
@@ -41,7 +41,7 @@ export function buildProgram(): Command {
   registerStatus(program);
   registerImages(program);
   registerBench(program);
-  registerCheck(program);
+  registerPreflight(program);
   registerLocalnet(program);
   registerEngines(program);
   registerVerify(program);

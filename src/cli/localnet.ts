@@ -123,7 +123,7 @@ async function walletHotkey(config: Config): Promise<string> {
   const [{ loadHotkey }, { InputError, toValidatorError }, { deploymentOf, runChecks }] = await Promise.all([
     import("../chain/index.js"),
     import("../errors.js"),
-    import("./check.js"),
+    import("./preflight.js"),
   ]);
   try {
     return (await loadHotkey(config.chain)).ss58;

@@ -8,9 +8,13 @@ import type { Receipt, UsageSummary } from "../meter/index.js";
 import type { Pack } from "../pack/index.js";
 import type { EpisodeEngine, EpisodeScope, Sandbox } from "../sandbox/index.js";
 import type { ArtifactWriter } from "./artifacts.js";
-import type { EpisodeFailure, EpisodeMeter, EpisodeResult, EpisodeScenario } from "./types.js";
-
-export type EpisodePhaseUpdate = { phase?: "running" | "verifying"; spentUsd?: number };
+import type {
+  EpisodeFailure,
+  EpisodeMeter,
+  EpisodePhaseUpdate,
+  EpisodeResult,
+  EpisodeScenario,
+} from "./types.js";
 
 export class EpisodeRun {
   readonly failures: EpisodeFailure[] = [];

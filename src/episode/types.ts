@@ -38,6 +38,15 @@ export interface EpisodeScenario {
   };
 }
 
+/** The phases the episode reports itself (the evaluation adds its own around them: src/evaluation EpisodePhase). */
+export type EpisodeRunPhase = "running" | "verifying";
+
+/** Phase changes and the spend so far; the evaluation widens `Phase` to its own phases. */
+export interface EpisodePhaseUpdate<Phase extends string = EpisodeRunPhase> {
+  phase?: Phase;
+  spentUsd?: number;
+}
+
 export interface EpisodeFailure {
   class: Exclude<FailureClass, "input">;
   code: ErrorCode;
@@ -123,7 +132,7 @@ export interface RunEpisodeOptions {
   timeouts?: EpisodeTimeouts;
   agentDisk?: AgentDiskLimit;
   /** Phase changes and the spend so far (polled about once a second while the agent runs). */
-  onProgress?: (p: { phase?: "running" | "verifying"; spentUsd?: number }) => void;
+  onProgress?: (p: EpisodePhaseUpdate) => void;
 }
 
 export interface EpisodeResult {

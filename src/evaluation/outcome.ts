@@ -3,23 +3,13 @@
  * the evaluation's EpisodeOutcome (quality, failure, cost by model, timings, image digests).
  */
 import type { EpisodeResult } from "../episode/index.js";
-import type { UsageSummary } from "../meter/index.js";
+import type { ModelUsage as MeterModelUsage, UsageSummary } from "../meter/index.js";
 import type { EpisodeOutcome, MeterFacts, ModelUsage } from "./types.js";
 
-const usageOf = (
-  u: Record<
-    string,
-    {
-      calls: number;
-      cost_usd: number;
-      prompt_tokens: number;
-      cached_tokens: number;
-      completion_tokens: number;
-    }
-  >,
-): Record<string, ModelUsage> =>
+/** The meter's per-model usage in the evaluation's spelling; typed both ways, so no field is left behind. */
+const usageOf = (u: Record<string, MeterModelUsage>): Record<string, ModelUsage> =>
   Object.fromEntries(
-    Object.entries(u).map(([m, x]) => [
+    Object.entries(u).map(([m, x]): [string, ModelUsage] => [
       m,
       {
         calls: x.calls,

@@ -1,27 +1,33 @@
 import type { BenchProgress, BenchSource } from "../bench/index.js";
-import type { EpisodeMeter, EpisodeTimeouts } from "../episode/index.js";
-import type { ErrorCode, FailureClass } from "../errors.js";
+import type {
+  EpisodeFailure,
+  EpisodeMeter,
+  EpisodePhaseUpdate,
+  EpisodeRunPhase,
+  EpisodeTimeouts,
+} from "../episode/index.js";
+import type { ErrorCode } from "../errors.js";
 import type { Logger } from "../log.js";
+import type { ModelUsage as MeterModelUsage, UsageSummary } from "../meter/index.js";
 import type { EnginePool } from "../pool/index.js";
 import type { Sandbox } from "../sandbox/index.js";
 import type { EvaluationRepo } from "../store/index.js";
 
 /** Where one scenario of an evaluation stands, for progress views and the platform's progress events. */
-export type EpisodePhase = "queued" | "starting" | "running" | "verifying" | "done" | "failed" | "retrying";
+export type EpisodePhase = "queued" | "starting" | EpisodeRunPhase | "done" | "failed" | "retrying";
 
-export interface ModelUsage {
-  calls: number;
-  costUsd: number;
-  promptTokens: number;
-  cachedTokens: number;
-  completionTokens: number;
-}
+/** `cost_usd` → `costUsd`: a snake_case key as the evaluation's camelCase records spell it. */
+type CamelKey<K extends string> = K extends `${infer Head}_${infer Tail}`
+  ? `${Head}${Capitalize<CamelKey<Tail>>}`
+  : K;
+/** The meter's snake_case record with camelCase keys: one definition, two spellings (outcome.ts converts). */
+type Camel<T> = { [K in keyof T as K extends string ? CamelKey<K> : K]: T[K] };
 
-export interface EpisodeFailure {
-  class: FailureClass;
-  code: ErrorCode;
-  message: string;
-}
+/** The meter's per-model usage (src/meter ModelUsage), as the evaluation spells it. */
+export type ModelUsage = Camel<MeterModelUsage>;
+
+/** The episode's failure (src/episode): policy, upstream or infra, never input. */
+export type { EpisodeFailure };
 
 /** What one episode produced, as the evaluation needs it (the episode layer maps its result into this). */
 export interface EpisodeOutcome {
@@ -55,21 +61,13 @@ export interface EpisodeOutcome {
   judge?: JudgeFacts;
 }
 
-/** An episode's meter summary, as the discard rules and their messages read it. */
-export interface MeterFacts {
-  /** Calls forwarded to the provider. */
-  calls: number;
-  /** Forwarded calls answered with a status other than 200 (upstream's `errors`). */
-  errors: number;
-  /** Forwarded calls answered 200 whose answer was cut. */
-  cut: number;
-  /** Calls the meter answered itself, by reason (`model`: the allowlist, `cap`, `invalid_request`, …). */
-  refused: Record<string, number>;
-  /** Of `costUsd`, what was booked at reservations: calls whose usage never came. */
-  estimatedUsd: number;
-  /** The longest a call waited for the provider's first byte, seconds. */
-  longestWaitS: number;
-}
+/**
+ * An episode's meter summary, as the discard rules and their messages read it: the meter's
+ * UsageSummary fields (their meaning documented there) in camelCase.
+ */
+export type MeterFacts = Camel<
+  Pick<UsageSummary, "calls" | "errors" | "cut" | "refused" | "estimated_usd" | "longest_wait_s">
+>;
 
 /** Per-scenario facts upstream reports in `scenario_results[name].judge` (miner_eval.py). */
 export interface JudgeFacts {
@@ -83,10 +81,8 @@ export interface JudgeFacts {
   policyStalled: boolean;
 }
 
-export interface EpisodeProgress {
-  phase?: EpisodePhase;
-  spentUsd?: number;
-}
+/** The episode's phase updates, over the evaluation's phases. */
+export type EpisodeProgress = EpisodePhaseUpdate<EpisodePhase>;
 
 export interface EpisodeRequest {
   evaluationId: string;
@@ -100,21 +96,24 @@ export interface EpisodeRequest {
 /** Runs one episode. Never throws for policy faults; throws or returns a failed outcome for upstream/infra. */
 export type EpisodeRunner = (req: EpisodeRequest) => Promise<EpisodeOutcome>;
 
-export interface ScenarioVerdict {
-  scenario: string;
-  quality: number;
-  tests: number;
-  passed: number;
-  status: "scored" | "failed";
-  failure?: EpisodeFailure;
-  costUsd: number;
-  byModel: Record<string, ModelUsage>;
+/** A scenario's place in the verdict: its last attempt's outcome, as scored, and how many attempts it took. */
+export interface ScenarioVerdict
+  extends Pick<
+    EpisodeOutcome,
+    | "scenario"
+    | "quality"
+    | "tests"
+    | "passed"
+    | "status"
+    | "failure"
+    | "costUsd"
+    | "byModel"
+    | "timings"
+    | "judge"
+    | "chargedToPack"
+  > {
   attempts: number;
   episodeId: string;
-  timings: EpisodeOutcome["timings"];
-  judge?: JudgeFacts;
-  /** An upstream/infra failure that followed the pack through every re-run, scored 0 as the pack's. */
-  chargedToPack?: boolean;
 }
 
 /** Where the scenarios and their images came from (the bench source's provenance). */
@@ -187,6 +186,14 @@ export interface EvaluationEvent {
   timedOut?: boolean;
 }
 
+/** One episode ended (the status page tallies them by outcome and failure class). */
+export interface EpisodeEnd {
+  scenario: string;
+  outcome: "scored" | "failed";
+  failureClass?: string;
+  failureCode?: string;
+}
+
 /** Who watches an evaluation as it runs (the status page's LiveStatus satisfies it). */
 export interface EvaluationObserver {
   startEvaluation(v: {
@@ -201,12 +208,7 @@ export interface EvaluationObserver {
     scenarios: string[];
   }): void;
   onProgress(e: EvaluationEvent): void;
-  episodeEnd(e: {
-    scenario: string;
-    outcome: "scored" | "failed";
-    failureClass?: string;
-    failureCode?: string;
-  }): void;
+  episodeEnd(e: EpisodeEnd): void;
   endEvaluation(): void;
   raise(code: string, message: string, severity?: "warn" | "error"): void;
   /** Image builds and pulls while the bench is prepared (the status page shows them). */

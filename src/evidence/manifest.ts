@@ -4,6 +4,7 @@
  * or named by digest alone, with the reason). Parsed with zod here, once, when read back.
  */
 import { z } from "zod";
+import type { GradingRecord } from "../episode/index.js";
 
 export const EVIDENCE_SCHEMA = "trajrl-evidence/1";
 
@@ -52,7 +53,18 @@ export const gradingRecordSchema = z.object({
     })
     .nullable(),
 });
-export type GradingRecordJson = z.infer<typeof gradingRecordSchema>;
+/** A, once the compiler has checked that it is assignable to B. */
+type Checked<A extends B, B> = A;
+/** The keys one of A and B has and the other lacks. */
+type KeysApart<A, B> = Exclude<keyof A, keyof B> | Exclude<keyof B, keyof A>;
+type Out = z.output<typeof gradingRecordSchema>;
+/**
+ * grading.json as read back: the schema's output, held to src/episode's GradingRecord (the type the
+ * episode writes) both ways — each assignable to the other, no key on one side alone (the last term
+ * is `{}` when none is) — so a field added to one and forgotten in the other does not compile.
+ */
+export type GradingRecordJson = Checked<Out, Checked<GradingRecord, z.input<typeof gradingRecordSchema>>> &
+  Record<Checked<KeysApart<GradingRecord, Out>, never>, never>;
 
 export const evidenceEpisodeSchema = z.object({
   scenario: z.string().min(1),

@@ -1,7 +1,7 @@
 /**
  * The platform module's public face: the TrajectoryRL API client, message signing, pack fetching,
- * the verdict outbox logic and its storage port (OutboxPort, implemented by src/store's
- * VerdictOutboxRepo). Endpoints and their sources: ./README.md. Signature verification (verify.ts, for
+ * verdict delivery (its rules and shell) and the outbox's storage port (OutboxPort, implemented by
+ * src/store's VerdictOutboxRepo). Endpoints and their sources: ./README.md. Signature verification (verify.ts, for
  * the fake platform, tests and tooling) loads @polkadot/util-crypto, which chain/keys loads anyway; its
  * WASM backend initialises only on the first verifierReady().
  */
@@ -22,21 +22,21 @@ export {
   type ScoreOutcome,
   scoreOutcomeOf,
 } from "./client.js";
-export { assessEpoch, type EpochDecision, LATEST_START_RATIO, stillCurrent } from "./epoch.js";
+export { type DeliveryDeps, type DeliveryReport, deliverDueVerdicts } from "./delivery.js";
 export {
   type BackoffPolicy,
   backoffDelayMs,
   DEFAULT_BACKOFF,
+  type DeliveryTransition,
   isDue,
   isExpired,
   type OutboxEntry,
   type OutboxOutcome,
   type OutboxPort,
   type OutboxState,
-  type OutboxTransition,
   transitionAfter,
-} from "./outbox.js";
-export { type DeliveryDeps, type DeliveryReport, deliverDueVerdicts } from "./outbox-delivery.js";
+} from "./delivery-rules.js";
+export { assessEpoch, type EpochDecision, LATEST_START_RATIO, stillCurrent } from "./epoch.js";
 export {
   type FetchPackOptions,
   fetchPack,

@@ -5,7 +5,7 @@
  * /healthz and `status` read it. In-memory only: what must survive a restart lives in SQLite.
  */
 import { EventEmitter } from "node:events";
-import type { EvaluationEvent } from "../evaluation/index.js";
+import type { Disposition, EpisodeEnd, EvaluationEvent } from "../evaluation/index.js";
 import type { EngineView } from "../pool/index.js";
 
 export type { EngineView };
@@ -54,6 +54,9 @@ export interface EpochView {
   seenAt: number;
 }
 
+/** One scenario's latest progress event, kept by scenario name. */
+export type ScenarioProgressView = Omit<EvaluationEvent, "evaluationId" | "scenario">;
+
 export interface EvaluationView {
   evaluationId: string;
   packHash: string;
@@ -64,7 +67,7 @@ export interface EvaluationView {
   suite?: string;
   startedAt: number;
   capUsd: number;
-  scenarios: Record<string, Omit<EvaluationEvent, "evaluationId" | "scenario">>;
+  scenarios: Record<string, ScenarioProgressView>;
 }
 
 export interface MeterCallEvent {
@@ -90,12 +93,10 @@ export interface WeightsEvent {
   block?: number | null;
 }
 
-export interface EpisodeEndEvent {
-  scenario: string;
-  outcome: "scored" | "failed" | "retry" | "unresolved";
-  failureClass?: string;
-  failureCode?: string;
-}
+/** The evaluation's episode end; the tally also counts the attempts' dispositions (retry, unresolved). */
+export type EpisodeEndEvent = Omit<EpisodeEnd, "outcome"> & {
+  outcome: EpisodeEnd["outcome"] | Exclude<Disposition, "final">;
+};
 
 /** An image being built or pulled for the next evaluation (the bench's progress). */
 export interface ImageProgressView {

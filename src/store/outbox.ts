@@ -4,11 +4,11 @@
  * OS crash.
  */
 import {
+  type DeliveryTransition,
   type OutboxEntry,
   type OutboxOutcome,
   type OutboxPort,
   type OutboxState,
-  type OutboxTransition,
   type ScoreVerdict,
   scoreVerdictSchema,
 } from "../platform/index.js";
@@ -183,7 +183,7 @@ export class VerdictOutboxRepo implements OutboxPort {
    * Apply an attempt's transition. Only a pending entry changes, so an outcome applied twice
    * (or a late answer after the epoch was closed) cannot count a delivery twice. Returns whether it changed.
    */
-  apply(id: number, t: OutboxTransition, nowMs: number, status: number | null = null): boolean {
+  apply(id: number, t: DeliveryTransition, nowMs: number, status: number | null = null): boolean {
     return durably(this.db, () => {
       switch (t.state) {
         case "delivered":

@@ -15,6 +15,7 @@ import type {
   ImageProgressView,
   LiveStatus,
   LoopState,
+  ScenarioProgressView,
   WeightsEvent,
 } from "../status/index.js";
 import type { Db, EvaluationRow, NetworkId, WeightAttempt } from "../store/index.js";
@@ -40,16 +41,18 @@ export interface AlarmView extends Alarm {
   source: "live" | "derived";
 }
 
-export interface ScenarioProgress {
-  scenario: string;
-  phase: string;
-  attempt: number;
-  spentUsd: number;
-  capUsd: number;
-  elapsedMs: number;
-  quality?: number;
-  failure?: { class: string; code: string; message: string };
-}
+/**
+ * One scenario's row: its latest progress event (src/status), without the agent-ending flag. Its
+ * phase and failure are plain text: the page also renders a snapshot read back as JSON (`status`),
+ * whose phase may be one this version does not know.
+ */
+export type ScenarioProgress = { scenario: string } & Omit<
+  ScenarioProgressView,
+  "timedOut" | "phase" | "failure"
+> & {
+    phase: string;
+    failure?: Record<keyof NonNullable<ScenarioProgressView["failure"]>, string>;
+  };
 
 export interface RunningEvaluation {
   evaluationId: string;

@@ -3,7 +3,7 @@
  * engine's runtimes, and the role of each container deciding between the episode runtime and runc.
  */
 import { describe, expect, it } from "vitest";
-import { runtimeResult } from "../../src/cli/check-runtime.js";
+import { runtimeResult } from "../../src/cli/preflight-runtime.js";
 import { loadConfig } from "../../src/config.js";
 import { ValidatorError } from "../../src/errors.js";
 import { createOptions, SIDECAR_LIMITS } from "../../src/sandbox/container-spec.js";

@@ -1,5 +1,6 @@
 /**
- * The outbox's thin shell: send every due verdict once, apply the pure transition, persist it.
+ * Verdict delivery's thin shell: send every verdict due in the outbox once, apply the pure
+ * transition (delivery-rules.ts), persist it.
  * The daemon calls deliverDueVerdicts on its tick (and right after enqueueing a fresh verdict).
  */
 import { type Logger, silentLogger } from "../log.js";
@@ -10,7 +11,7 @@ import {
   isExpired,
   type OutboxPort,
   transitionAfter,
-} from "./outbox.js";
+} from "./delivery-rules.js";
 
 export interface DeliveryDeps {
   outbox: OutboxPort;

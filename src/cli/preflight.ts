@@ -9,9 +9,9 @@ import type { Command } from "commander";
 import type { Config } from "../config.js";
 import { termLines, termText } from "../terminal-text.js";
 import { IDENTITY } from "../version.js";
-import { checkRuntime } from "./check-runtime.js";
 import type { Deployment } from "./deployment.js";
 import { out } from "./io.js";
+import { checkRuntime } from "./preflight-runtime.js";
 import { closedDirOnPath, walletHint } from "./wallet-hint.js";
 import { withTimeout } from "./within.js";
 
@@ -429,7 +429,7 @@ export async function runChecks(
   return CHECKS.filter((n) => results.has(n)).map((n) => results.get(n)!);
 }
 
-export function registerCheck(program: Command): void {
+export function registerPreflight(program: Command): void {
   program
     .command("check")
     .description(

@@ -1,6 +1,7 @@
 /**
- * The verdict outbox's pure core: when to send a queued score again, and what a POST's outcome
- * does to the entry. Unlike the Python daemon (which drops a verdict whose POST failed), a verdict
+ * Verdict delivery's pure rules: when to send a score queued in the outbox again, and what a POST's
+ * outcome does to its entry (a DeliveryTransition); with the outbox's entry and the storage port the
+ * delivery shell (delivery.ts) needs of it (src/store's outbox.ts implements it). Unlike the Python daemon (which drops a verdict whose POST failed), a verdict
  * is kept in SQLite and re-sent with backoff until it is delivered, the epoch closes (409 "epoch is
  * finalized", or a newer epoch is observed), the server refuses it for good, or it expires.
  *
@@ -42,7 +43,7 @@ export interface OutboxPort {
   /** Count an attempt before sending it (a crash mid-POST still shows). */
   markAttempt(id: number, nowMs: number): void;
   /** Apply an attempt's transition to a pending entry; false when it was no longer pending. */
-  apply(id: number, t: OutboxTransition, nowMs: number, status?: number | null): boolean;
+  apply(id: number, t: DeliveryTransition, nowMs: number, status?: number | null): boolean;
 }
 
 export interface BackoffPolicy {
@@ -78,7 +79,7 @@ export function backoffDelayMs(
   return Math.round(Math.min(policy.maxMs, Math.max(0, base - spread + 2 * spread * r)));
 }
 
-export type OutboxTransition =
+export type DeliveryTransition =
   | { state: "delivered"; outcome: "delivered" | "duplicate"; reason: string | null }
   | { state: "abandoned"; outcome: "finalized" | "rejected" | "expired"; reason: string }
   | { state: "pending"; nextAttemptAt: number; reason: string };
@@ -105,7 +106,7 @@ export function transitionAfter(
   nowMs: number,
   policy: BackoffPolicy = DEFAULT_BACKOFF,
   random: () => number = Math.random,
-): OutboxTransition {
+): DeliveryTransition {
   switch (outcome.kind) {
     case "delivered":
       return { state: "delivered", outcome: "delivered", reason: null };

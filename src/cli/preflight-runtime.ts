@@ -5,7 +5,7 @@
  */
 import type { Config } from "../config.js";
 import type { ResolvedRuntime } from "../sandbox/index.js";
-import type { CheckLevel, CheckResult } from "./check.js";
+import type { CheckLevel, CheckResult } from "./preflight.js";
 import { withTimeout } from "./within.js";
 
 interface EngineRuntime {
