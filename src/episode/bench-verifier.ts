@@ -195,7 +195,7 @@ export async function gradeBenchDeliverable(input: BenchGradeInput): Promise<Gra
   input.scope.trackContainer(name);
   const net = await graderNetwork(input, name);
   try {
-    const c = await createContainer(docker, {
+    const c = await createContainer(docker, input.scope.runtime, {
       name,
       image: input.image,
       cmd: ["bash", "-c", "mkdir -p /logs/verifier && bash /test.sh"],

@@ -91,7 +91,7 @@ async function runReference(
   try {
     const name = `trajrl-${safeName(scopeId)}-solve`;
     scope.trackContainer(name);
-    const c = await createContainer(sb.docker, {
+    const c = await createContainer(sb.docker, scope.runtime, {
       name,
       image: image.ref,
       entrypoint: ["bash", "/solution/solve.sh"],

@@ -259,7 +259,7 @@ export async function gradeDeliverable(input: GradeInput): Promise<GradeResult> 
   const name = `trajrl-${uniqueName(input.scope.episodeId, 60)}-verifier${suffix}`;
   input.scope.trackContainer(name);
   const bounds = harness ? HARNESS_VERIFIER.disk : FILES_VERIFIER_DISK;
-  const c = await createContainer(input.docker, verifierSpec(input, name, harness));
+  const c = await createContainer(input.docker, input.scope.runtime, verifierSpec(input, name, harness));
   const out = input.agentOutputPath.replace(/^\/+/, "");
   await putFiles(c, "/", [
     ...(await dirEntries(input.testsDir, "tests")),
