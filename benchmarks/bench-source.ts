@@ -46,7 +46,7 @@ const median = (xs: number[]) => {
 const ms = (x: number) => `${Math.round(x)} ms`;
 
 async function main(): Promise<void> {
-  const sandbox = await Sandbox.open({ reapIntervalMs: 0 });
+  const sandbox = await Sandbox.open({ reapIntervalMs: 0, episodeRuntime: "runc" });
   const sim = await startEngySim({
     port: 0,
     seed: 11,

@@ -91,7 +91,7 @@ async function main(): Promise<void> {
     allowlist: loadAllowlist(),
     prices: loadPriceTable(),
   });
-  const sandbox = await Sandbox.open({ reapIntervalMs: 0 });
+  const sandbox = await Sandbox.open({ reapIntervalMs: 0, episodeRuntime: "runc" });
   const images = new ProjectImages(sandbox.docker, { repoRoot: ROOT });
   const [sidecarImg, scenarioImg] = await Promise.all([images.sidecar(), images.scenario(scenario)]);
   const outDir = await mkdtemp(join(tmpdir(), "trajrl-bench-out-"));

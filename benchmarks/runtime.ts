@@ -28,7 +28,6 @@ import { REPO_ROOT } from "../src/repo.js";
 import { createOptions } from "../src/sandbox/container-spec.js";
 import { connectDocker, removeContainer, startContainer } from "../src/sandbox/index.js";
 import { LABEL } from "../src/sandbox/labels.js";
-import { bindEpisodeRuntime } from "../src/sandbox/runtime.js";
 
 import { simulatorConfig } from "./sim-config.js";
 
@@ -68,7 +67,7 @@ function add(r: Runtime, label: string, v: Verdict): void {
 
 /**
  * EPISODE_RUNTIME=runsc resolves the engine's runtime named `runsc`; another registration
- * (`--gvisor runsc-kvm`) is measured by binding its name to the sandbox the environment opened.
+ * (`--gvisor runsc-kvm`) is measured by giving its name to the sandbox the environment opened.
  */
 async function evaluateUnder(r: Runtime, round: number, logDir: string): Promise<void> {
   const { config } = simulatorConfig(`bench-runtime-${r}-`, values["latency-scale"], {
@@ -82,7 +81,7 @@ async function evaluateUnder(r: Runtime, round: number, logDir: string): Promise
   try {
     const got = env.sandbox.episodeRuntime;
     if (r === "gvisor" && values.gvisor !== "runsc")
-      bindEpisodeRuntime(env.sandbox.docker, { name: values.gvisor!, gvisor: true });
+      env.sandbox.useEpisodeRuntime({ setting: "runsc", name: values.gvisor!, gvisor: true });
     process.stdout.write(
       `round ${round}, ${r}: episode containers under ${r === "gvisor" ? values.gvisor : got?.name}\n`,
     );

@@ -11,6 +11,13 @@ import { InputError } from "./errors.js";
 import { isSecretKey } from "./log.js";
 import { LOCKED_JUDGE_MODEL, LOCKED_LLM_BASE_URL, LOCKED_TESTEE_MODEL } from "./subnet.js";
 
+/**
+ * EPISODE_RUNTIME: the OCI runtime of the containers that run miners' and models' code. `auto` =
+ * gVisor where the engine has it, runc (with a warning) where not (src/sandbox/runtime.ts resolves it).
+ */
+export const EPISODE_RUNTIME_SETTINGS = ["auto", "runsc", "runc"] as const;
+export type EpisodeRuntimeSetting = (typeof EPISODE_RUNTIME_SETTINGS)[number];
+
 const bool = z
   .enum(["1", "0", "true", "false", "yes", "no", "on", "off", ""])
   .transform((v) => v === "1" || v === "true" || v === "yes" || v === "on");
@@ -95,7 +102,7 @@ export const ENV_SCHEMA = {
   EPISODE_SUBNET_POOL: z.string().default("10.213.0.0/16"),
   DOCKER_SOCKET: z.string().default("/var/run/docker.sock"),
   DAEMON_IN_CONTAINER: optional(bool),
-  EPISODE_RUNTIME: z.enum(["auto", "runsc", "runc"]).default("auto"),
+  EPISODE_RUNTIME: z.enum(EPISODE_RUNTIME_SETTINGS).default("auto"),
   // The engine pool: episodes spread over several Docker engines (README, "Several hosts")
   ENGINES: optional(
     z.string().transform((text, ctx) => {
@@ -276,7 +283,7 @@ export interface Config {
     dockerSocket: string;
     daemonInContainer: boolean | undefined;
     /** EPISODE_RUNTIME: the OCI runtime of every container running miners' or models' code (src/sandbox/runtime.ts). */
-    episodeRuntime: "auto" | "runsc" | "runc";
+    episodeRuntime: EpisodeRuntimeSetting;
     /**
      * The engines episodes run on (ENGINES), the first of which builds and pulls the images; without
      * ENGINES one engine, the local socket, with the evaluation's concurrency (`explicit` false).

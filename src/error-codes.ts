@@ -231,6 +231,7 @@ export const ERROR_CODES = [
   "relay_attach_failed",
   "relay_closed",
   "relay_not_ready",
+  "sandbox_not_started",
   "scenario_not_for_gvisor",
   "subnet_pool_exhausted",
   // scenarios/

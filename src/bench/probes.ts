@@ -13,6 +13,7 @@ import {
   createContainer,
   type Docker,
   LABEL,
+  RUNC_RUNTIME,
   readLogs,
   removeContainer,
   type SandboxSession,
@@ -73,7 +74,7 @@ async function runProbe(
   signal?: AbortSignal,
 ): Promise<string> {
   const name = `trajrl-probe-${randomBytes(5).toString("hex")}`;
-  const c = await createContainer(docker, {
+  const c = await createContainer(docker, RUNC_RUNTIME, {
     name,
     image,
     entrypoint: [],

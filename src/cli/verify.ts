@@ -53,6 +53,9 @@ async function openDockerRegrader(
     socketPath: config.evaluation.dockerSocket,
     firewall: "off",
     reapIntervalMs: 0,
+    // Re-grading runs its graders under runc (the host's kernel), as it always has: EPISODE_RUNTIME
+    // is not read here.
+    episodeRuntime: "runc",
     log,
   }).catch((err: Error) => {
     throw new InfraError(

@@ -52,7 +52,7 @@ export async function checkEngine(e: PoolEngine, host: CheckHost): Promise<void>
           : {}),
         // Owner containers (a daemon in a container) live on this host's engine, if there is one.
         ownerDocker: e.remote ? host.localDocker : conn.docker,
-        ...(host.opts.episodeRuntime ? { episodeRuntime: host.opts.episodeRuntime } : {}),
+        episodeRuntime: host.opts.episodeRuntime,
       });
       if (host.opts.explicit) e.sandbox.engineWatch.onLost = host.onLost;
       await e.sandbox.start();

@@ -47,8 +47,8 @@ export interface PoolOptions {
   /** Sandbox firewall; "off" only where the operator chose it. */
   firewall?: "iptables" | "off";
   /**
-   * EPISODE_RUNTIME, resolved on each engine at every check (default runc): an engine without the
-   * runtime asked for fails its check; `auto` on one without gVisor runs runc there, with an alarm.
+   * EPISODE_RUNTIME, resolved on each engine at every check: an engine without the runtime asked
+   * for fails its check; `auto` on one without gVisor runs runc there, with an alarm.
    */
-  episodeRuntime?: EpisodeRuntimeSetting;
+  episodeRuntime: EpisodeRuntimeSetting;
 }

@@ -1,5 +1,5 @@
 import type Dockerode from "dockerode";
-import { type ContainerRuntime, gvisorProcessBounds, RUNC_RUNTIME } from "./runtime.js";
+import { type ContainerRuntime, gvisorProcessBounds } from "./runtime.js";
 
 export interface Limits {
   /** CPUs as a float (1 = one core). */
@@ -77,7 +77,7 @@ export const EPISODE_DNS_UPSTREAM = "127.0.0.1";
  */
 export function createOptions(
   spec: ContainerSpec,
-  runtime: ContainerRuntime = RUNC_RUNTIME,
+  runtime: ContainerRuntime,
 ): Dockerode.ContainerCreateOptions {
   const net = spec.network;
   const gvisor = runtime.gvisor ? gvisorProcessBounds(spec.limits) : undefined;

@@ -11,22 +11,27 @@ import {
   ignoreGone,
   isNotFound,
 } from "./docker.js";
-import { containerRuntime, episodeRuntimeOf } from "./runtime.js";
-
-/** The engine's create options for `spec`, under the runtime its role gets on this client. */
-function optionsFor(docker: Docker, spec: ContainerSpec): Dockerode.ContainerCreateOptions {
-  return createOptions(spec, containerRuntime(spec.labels, episodeRuntimeOf(docker)));
-}
+import { type ContainerRuntime, containerRuntime } from "./runtime.js";
 
 /** Engines (clients) known to refuse `StorageOpt.size`: asked once, then created without it. */
 const noStorageOpt = new WeakSet<object>();
 const STORAGE_OPT_REFUSED = /storage-?opt|storage option|quota/i;
 
-export async function createContainer(docker: Docker, spec: ContainerSpec): Promise<Dockerode.Container> {
+/**
+ * Create `spec`'s container. `episodeRuntime`: the runtime episode code gets on this engine (the
+ * sandbox's, resolved at its start); the container's role decides whether it applies or runc does
+ * (runtime.ts `containerRuntime`). A helper that always runs under runc passes `RUNC_RUNTIME`.
+ */
+export async function createContainer(
+  docker: Docker,
+  episodeRuntime: ContainerRuntime,
+  spec: ContainerSpec,
+): Promise<Dockerode.Container> {
   const what = `creating container ${spec.name}`;
+  const runtime = containerRuntime(spec.labels, episodeRuntime);
   if (spec.storageBytes !== undefined && !noStorageOpt.has(docker.modem)) {
     try {
-      return await docker.createContainer(optionsFor(docker, spec));
+      return await docker.createContainer(createOptions(spec, runtime));
     } catch (err) {
       if (dockerStatus(err) === undefined || !STORAGE_OPT_REFUSED.test(dockerMessage(err)))
         return engine("container_create_failed", what, () => Promise.reject(err));
@@ -34,7 +39,7 @@ export async function createContainer(docker: Docker, spec: ContainerSpec): Prom
     }
   }
   const { storageBytes: _, ...rest } = spec;
-  return engine("container_create_failed", what, () => docker.createContainer(optionsFor(docker, rest)));
+  return engine("container_create_failed", what, () => docker.createContainer(createOptions(rest, runtime)));
 }
 
 /** Attach a created container to a second network (the engine takes one network at create time). */

@@ -13,6 +13,7 @@ import { createContainer, removeContainer, startContainer, waitExit } from "./co
 import type { Docker } from "./docker.js";
 import { engineFirewallScript, verifyEngineFirewall } from "./firewall.js";
 import { LABEL, type SandboxSession } from "./labels.js";
+import { RUNC_RUNTIME } from "./runtime.js";
 
 const HELPER_TIMEOUT_MS = 60_000;
 
@@ -21,7 +22,7 @@ export async function installEngineFirewall(
   opts: { image: string; session: SandboxSession; log: Logger; signal?: AbortSignal },
 ): Promise<void> {
   const name = `trajrl-firewall-${randomBytes(5).toString("hex")}`;
-  const c = await createContainer(docker, {
+  const c = await createContainer(docker, RUNC_RUNTIME, {
     name,
     image: opts.image,
     entrypoint: ["/bin/sh", "-c", engineFirewallScript()],

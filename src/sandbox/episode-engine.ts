@@ -5,7 +5,8 @@
  * to a network, remove it, and read an image's command. The episode (its agent, sidecar, graders)
  * speaks only to these; this file is the Docker
  * implementation (dockerode through the helpers beside it). Which OCI runtime a container gets
- * (runc or gVisor, src/sandbox/runtime.ts) is decided below the seam, from the spec's labels.
+ * (runc or gVisor, src/sandbox/runtime.ts) is decided below the seam: the engine carries the
+ * episode runtime it was made with, and each spec's role label applies it or runc.
  * A Kubernetes backend implements EpisodeEngine and EpisodeContainer (docs/kubernetes.md).
  */
 import { type FetchedPath, getPath, putFiles, statPath } from "./container-files.js";
@@ -29,6 +30,7 @@ import {
 } from "./containers.js";
 import type { Container, Docker } from "./docker.js";
 import { type LayerUse, type LayerWatch, layerBytes, watchLayer } from "./layer-watch.js";
+import type { ContainerRuntime } from "./runtime.js";
 import type { PathStat } from "./tar.js";
 
 /** What the episode reads of a container's state. */
@@ -83,10 +85,11 @@ export interface EpisodeEngine {
   imageCommand(ref: string): Promise<string[]>;
 }
 
-/** The Docker implementation of the seam, on one engine client. */
-export function dockerEpisodeEngine(docker: Docker): EpisodeEngine {
+/** The Docker implementation of the seam, on one engine client, under `runtime` (the sandbox's). */
+export function dockerEpisodeEngine(docker: Docker, runtime: ContainerRuntime): EpisodeEngine {
   return {
-    create: async (spec) => dockerEpisodeContainer(docker, spec.name, await createContainer(docker, spec)),
+    create: async (spec) =>
+      dockerEpisodeContainer(docker, spec.name, await createContainer(docker, runtime, spec)),
     connect: (network, container, ipv4, aliases = []) =>
       connectNetwork(docker, network, container.id, aliases, ipv4),
     remove: (name) => removeContainer(docker, name),

@@ -19,6 +19,7 @@ import { execIn } from "./container-output.js";
 import { createContainer, removeContainer, startContainer } from "./containers.js";
 import type { Docker } from "./docker.js";
 import type { EpisodeScope } from "./reaper.js";
+import { RUNC_RUNTIME } from "./runtime.js";
 
 export interface LayerBounds {
   limitBytes: number;
@@ -101,7 +102,7 @@ async function startCounter(
   upper: string,
 ): Promise<Dockerode.Container> {
   w.scope.trackContainer(name);
-  const helper = await createContainer(w.docker, {
+  const helper = await createContainer(w.docker, RUNC_RUNTIME, {
     name,
     image,
     entrypoint: ["sleep"],

@@ -10,6 +10,7 @@ import type { Logger } from "../log.js";
 import { silentLogger } from "../log.js";
 import { type Docker, dockerMessage, ignoreGone } from "./docker.js";
 import { LABEL, labelsFor, processBoot, type Role, type SandboxSession } from "./labels.js";
+import type { ContainerRuntime } from "./runtime.js";
 
 export type ReapReason = "not_live" | "owner_dead" | "expired";
 
@@ -115,6 +116,8 @@ export class EpisodeScope {
     readonly session: SandboxSession,
     readonly episodeId: string,
     readonly expiresAtUnix: number,
+    /** The runtime of this episode's code: the sandbox's episode runtime, runc when pinned. */
+    readonly runtime: ContainerRuntime,
     private readonly onDisposed: (scope: EpisodeScope) => void,
     private readonly log: Logger,
   ) {}
@@ -233,12 +236,13 @@ export class Reaper {
   ) {}
 
   /** Open a scope: the episode is live (its objects are safe from this reaper) until disposed. */
-  openScope(episodeId: string, ttlMs: number): EpisodeScope {
+  openScope(episodeId: string, ttlMs: number, runtime: ContainerRuntime): EpisodeScope {
     const scope = new EpisodeScope(
       this.docker,
       this.session,
       episodeId,
       Date.now() / 1000 + ttlMs / 1000,
+      runtime,
       (s) => {
         if (this.live.get(s.episodeId) === s) this.live.delete(s.episodeId);
       },

@@ -4,17 +4,18 @@
  * engine's *episode runtime*: gVisor (`runsc`) where the engine has it, so that an escape meets a
  * user-space kernel rather than the host's. The validator's own helpers (the meter relay, the
  * firewall helper, the bench's probes) run under runc. The episode never chooses: the runtime is
- * resolved once per engine (`Sandbox.start`, from the engine's `/info`), carried by the sandbox's
- * engine client, and applied by `createContainer` from the container's role.
+ * resolved once per engine (`Sandbox.start`, from the engine's `/info`), carried as a value by the
+ * sandbox, its episode engine and each episode's scope, and given to `createContainer` in every
+ * call, which applies it from the container's role (a helper's call passes `RUNC_RUNTIME`).
  */
 import { z } from "zod";
+import type { EpisodeRuntimeSetting } from "../config.js";
 import { InfraError } from "../errors.js";
 import type { Limits } from "./container-spec.js";
 import type { Docker } from "./docker.js";
 import { LABEL, type Role } from "./labels.js";
 
-/** EPISODE_RUNTIME: `auto` = gVisor where the engine has it, runc (with a warning) where not. */
-export type EpisodeRuntimeSetting = "runc" | "runsc" | "auto";
+export type { EpisodeRuntimeSetting };
 
 /** The name gVisor is registered under in the engine's daemon.json (`runtimes`). */
 export const GVISOR_RUNTIME = "runsc";
@@ -94,28 +95,6 @@ export async function engineRuntimes(docker: Docker): Promise<string[]> {
       `GET /info: ${parsed.error.issues[0]?.message ?? "unreadable"}`,
     );
   return Object.keys(parsed.data.Runtimes).sort();
-}
-
-const bound = new WeakMap<object, ContainerRuntime>();
-
-/**
- * A view of `docker` (same connection, same deadlines) that carries its own episode runtime, so
- * two sandboxes on one connection (tests, a benchmark comparing runtimes) each keep theirs.
- */
-export function runtimeClient(docker: Docker): Docker {
-  const view = Object.create(docker) as Docker;
-  bound.set(view, RUNC_RUNTIME);
-  return view;
-}
-
-/** Set the episode runtime a client's episode containers get (Sandbox.start, after resolving it). */
-export function bindEpisodeRuntime(docker: Docker, runtime: ContainerRuntime): void {
-  bound.set(docker, { name: runtime.name, gvisor: runtime.gvisor });
-}
-
-/** The episode runtime of this client; runc for a client no sandbox resolved one for. */
-export function episodeRuntimeOf(docker: Docker): ContainerRuntime {
-  return bound.get(docker) ?? RUNC_RUNTIME;
 }
 
 /**

@@ -20,13 +20,12 @@ import { attachRelay } from "./meter-link.js";
 import { type EpisodeNetwork, NetworkPool } from "./networks.js";
 import { type EpisodeScope, Reaper } from "./reaper.js";
 import {
-  bindEpisodeRuntime,
   chooseEpisodeRuntime,
   type EpisodeRuntimeSetting,
   engineRuntimes,
   pinnedRuntime,
   type ResolvedRuntime,
-  runtimeClient,
+  RUNC_RUNTIME,
 } from "./runtime.js";
 import { cidrSize, intToIp, parseCidr } from "./subnet.js";
 
@@ -80,9 +79,10 @@ export interface SandboxOptions {
   ownerDocker?: Docker | null;
   /**
    * EPISODE_RUNTIME: the OCI runtime of the containers that run miners' and models' code
-   * (src/sandbox/runtime.ts), resolved against the engine's runtimes at every start. Default runc.
+   * (src/sandbox/runtime.ts), resolved against the engine's runtimes at every start. No default:
+   * every sandbox names it (`runc` where only graders or helpers run).
    */
-  episodeRuntime?: EpisodeRuntimeSetting;
+  episodeRuntime: EpisodeRuntimeSetting;
 }
 
 /** What the sandbox reads of an episode's scenario (src/episode's EpisodeScenario has it). */
@@ -150,19 +150,16 @@ export class Sandbox {
   readonly engineWatch: EngineWatch;
   readonly log: Logger;
   readonly poolCidr: string;
-  /** The engine client episodes use: a view of the connection carrying this sandbox's episode runtime. */
+  /** The engine client (the connection itself; the episode runtime is carried beside it, not by it). */
   readonly docker: Docker;
-  /** The seam episodes drive their containers through (episode-engine.ts), on `docker`. */
-  readonly episodeEngine: EpisodeEngine;
-  private runtime: ResolvedRuntime | undefined;
+  /** The episode runtime resolved at the last start, and the seam made for it. */
+  private resolved: { runtime: ResolvedRuntime; engine: EpisodeEngine } | undefined;
 
   private constructor(
-    connection: Docker,
+    docker: Docker,
     private readonly opts: SandboxOptions,
   ) {
-    const docker = runtimeClient(connection);
     this.docker = docker;
-    this.episodeEngine = dockerEpisodeEngine(docker);
     this.log = opts.log ?? silentLogger;
     this.session = newSession();
     this.poolCidr = opts.poolCidr ?? "10.213.0.0/16";
@@ -177,14 +174,14 @@ export class Sandbox {
   }
 
   /** Connect, install the firewall, sweep leftovers of dead processes, start the periodic reaper. */
-  static async open(opts: SandboxOptions = {}): Promise<Sandbox> {
+  static async open(opts: SandboxOptions): Promise<Sandbox> {
     const sb = Sandbox.create(opts);
     await sb.start();
     return sb;
   }
 
   /** The object alone, no I/O (the pool opens engines that may not answer yet, and keeps their session). */
-  static create(opts: SandboxOptions = {}): Sandbox {
+  static create(opts: SandboxOptions): Sandbox {
     const docker = opts.docker ?? connectDocker(opts.socketPath);
     return new Sandbox(docker, opts);
   }
@@ -227,17 +224,40 @@ export class Sandbox {
 
   /** The episode runtime resolved at the last start (undefined before the first). */
   get episodeRuntime(): ResolvedRuntime | undefined {
-    return this.runtime;
+    return this.resolved?.runtime;
+  }
+
+  /**
+   * The seam episodes drive their containers through (episode-engine.ts), on `docker` under the
+   * episode runtime of the last start. A sandbox never started has no runtime, so no engine.
+   */
+  get episodeEngine(): EpisodeEngine {
+    return this.current().engine;
+  }
+
+  private current(): { runtime: ResolvedRuntime; engine: EpisodeEngine } {
+    if (this.resolved) return this.resolved;
+    throw new InfraError(
+      "sandbox_not_started",
+      "the sandbox has not resolved its episode runtime yet (Sandbox.start)",
+    );
+  }
+
+  /**
+   * Replace the episode runtime until the next start resolves EPISODE_RUNTIME again: a benchmark
+   * measuring another registration of gVisor (benchmarks/runtime.ts `--gvisor runsc-kvm`).
+   */
+  useEpisodeRuntime(runtime: ResolvedRuntime): void {
+    this.resolved = { runtime, engine: dockerEpisodeEngine(this.docker, runtime) };
   }
 
   /** EPISODE_RUNTIME against the engine's runtimes (again at every start: an engine can change). */
   private async resolveEpisodeRuntime(): Promise<void> {
-    const setting = this.opts.episodeRuntime ?? "runc";
+    const setting = this.opts.episodeRuntime;
     const available = setting === "runc" ? [] : await engineRuntimes(this.docker);
     const choice = chooseEpisodeRuntime(setting, available);
-    bindEpisodeRuntime(this.docker, choice);
-    const changed = this.runtime?.name !== choice.name;
-    this.runtime = choice;
+    const changed = this.resolved?.runtime.name !== choice.name;
+    this.useEpisodeRuntime(choice);
     if (!changed) return;
     if (choice.fallback)
       this.log.warn({ setting, runtime: choice.name, reason: choice.fallback }, "sandbox.episode_runtime");
@@ -264,9 +284,10 @@ export class Sandbox {
    * `[metadata] not_under_gvisor`) has its containers run under runc (runtime.ts `pinnedRuntime`).
    */
   openScope(episodeId: string, ttlMs: number, scenario?: ScenarioRuntimeNeeds): EpisodeScope {
+    const { runtime } = this.current();
     const reason = scenario?.task.metadata?.not_under_gvisor;
-    const pinned = pinnedRuntime(this.runtime, scenario?.name ?? "", reason);
-    const scope = this.reaper.openScope(episodeId, ttlMs);
+    const pinned = pinnedRuntime(runtime, scenario?.name ?? "", reason);
+    const scope = this.reaper.openScope(episodeId, ttlMs, pinned ? RUNC_RUNTIME : runtime);
     if (pinned) {
       scope.pinnedRuntime = pinned;
       this.log.warn(
@@ -280,7 +301,8 @@ export class Sandbox {
   /** The runtime of a scenario's episode code (what `openScope` gives it); `scenarios check` reports it. */
   runtimeFor(scenario: ScenarioRuntimeNeeds): string {
     const reason = scenario.task.metadata?.not_under_gvisor;
-    return pinnedRuntime(this.runtime, scenario.name, reason) ?? this.runtime?.name ?? "runc";
+    const { runtime } = this.current();
+    return pinnedRuntime(runtime, scenario.name, reason) ?? runtime.name;
   }
 
   /**
@@ -341,7 +363,7 @@ export class Sandbox {
     });
     const name = `${base}-relay`;
     scope.trackContainer(name);
-    const c = await createContainer(this.docker, {
+    const c = await createContainer(this.docker, RUNC_RUNTIME, {
       name,
       image: this.opts.remote!.relayImage,
       cmd: ["node", "/opt/trajrl/relay.cjs"],

@@ -77,7 +77,12 @@ async function relabel(edit: (m: Manifest) => void): Promise<Buffer> {
 
 /** The real re-grade for the named scenarios only (the others: not re-graded here, to save minutes). */
 async function regradeOnly(names: string[], dir = join(REPO_ROOT, "scenarios")) {
-  const sandbox = await Sandbox.open({ firewall: "off", reapIntervalMs: 0, log: silentLogger });
+  const sandbox = await Sandbox.open({
+    firewall: "off",
+    reapIntervalMs: 0,
+    episodeRuntime: "runc",
+    log: silentLogger,
+  });
   const real = new DockerRegrader({
     sandbox,
     images: new ProjectImages(sandbox.docker, { repoRoot: REPO_ROOT }),

@@ -5,12 +5,9 @@
  */
 import { randomBytes } from "node:crypto";
 import type Docker from "dockerode";
-import {
-  createContainer,
-  type EpisodeRuntimeSetting,
-  type EpisodeScope,
-  SIDECAR_LIMITS,
-} from "../../src/sandbox/index.js";
+import { z } from "zod";
+import { EPISODE_RUNTIME_SETTINGS } from "../../src/config.js";
+import { createContainer, type EpisodeScope, SIDECAR_LIMITS } from "../../src/sandbox/index.js";
 import { LABEL } from "../../src/sandbox/labels.js";
 import { Sandbox, type SandboxOptions } from "../../src/sandbox/sandbox.js";
 import { requireDocker } from "./docker.js";
@@ -21,9 +18,11 @@ export const BASE_IMAGE = "debian:bookworm-slim";
  * The runtime test sandboxes give episode containers: EPISODE_RUNTIME as vitest.config.ts sets it
  * per project (runc for the suite, runsc for the files the `gvisor` project runs again), else runc.
  */
-export const TEST_EPISODE_RUNTIME = (process.env.EPISODE_RUNTIME || "runc") as EpisodeRuntimeSetting;
+export const TEST_EPISODE_RUNTIME = z
+  .enum(EPISODE_RUNTIME_SETTINGS)
+  .parse(process.env.EPISODE_RUNTIME || "runc");
 
-export async function openTestSandbox(opts: SandboxOptions = {}): Promise<Sandbox> {
+export async function openTestSandbox(opts: Partial<SandboxOptions> = {}): Promise<Sandbox> {
   const docker = await requireDocker();
   return Sandbox.open({ docker, reapIntervalMs: 0, episodeRuntime: TEST_EPISODE_RUNTIME, ...opts });
 }
@@ -103,11 +102,11 @@ export function containerMaker(docker: Docker, scope: EpisodeScope, episode: str
   return (
     role: "probe" | "sidecar" | "agent",
     name: string,
-    spec: Partial<Parameters<typeof createContainer>[1]>,
+    spec: Partial<Parameters<typeof createContainer>[2]>,
   ): Promise<Docker.Container> => {
     const full = `trajrl-${episode}-${name}`;
     scope.trackContainer(full);
-    return createContainer(docker, {
+    return createContainer(docker, scope.runtime, {
       name: full,
       image: BASE_IMAGE,
       labels: scope.labels(role),

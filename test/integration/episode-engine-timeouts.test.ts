@@ -115,7 +115,7 @@ beforeAll(async () => {
   const viaEngine = (direct.modem as unknown as { dial: Dial }).dial.bind(direct.modem);
   modem.dial = (o, cb) => (o.hijack ? viaEngine(o, cb) : viaProxy(o, cb));
   const docker = boundEngineCalls(proxied, { callMs: CALL_MS, copyMs: CALL_MS });
-  sandbox = await Sandbox.open({ docker, reapIntervalMs: 0 });
+  sandbox = await Sandbox.open({ docker, reapIntervalMs: 0, episodeRuntime: "runc" });
   images = new ProjectImages(docker, { repoRoot: REPO_ROOT });
 }, 900_000);
 

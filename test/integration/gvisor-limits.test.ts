@@ -49,7 +49,7 @@ async function run(
   scopes.push(scope);
   const full = `trajrl-gvlim-${tag}-${name}`;
   scope.trackContainer(full);
-  const c = await createContainer(sb.docker, {
+  const c = await createContainer(sb.docker, scope.runtime, {
     name: full,
     image: BASE_IMAGE,
     cmd: ["perl", "-e", PEERCRED],
@@ -99,7 +99,7 @@ describe("a scenario that declares it cannot run under gVisor", () => {
   async function runtimeOf(scope: EpisodeScope, name: string): Promise<{ runtime: string; label?: string }> {
     const full = `trajrl-gvlim-${tag}-${name}`;
     scope.trackContainer(full);
-    const c: Docker.Container = await createContainer(auto.docker, {
+    const c: Docker.Container = await createContainer(auto.docker, scope.runtime, {
       name: full,
       image: BASE_IMAGE,
       cmd: ["true"],

@@ -46,7 +46,7 @@ afterAll(async () => {
 async function sleeper(name: string, user = "0:0", image = BASE_IMAGE): Promise<Docker.Container> {
   const full = `trajrl-${episode}-${name}`;
   scope.trackContainer(full);
-  const c = await createContainer(docker, {
+  const c = await createContainer(docker, scope.runtime, {
     name: full,
     image,
     cmd: ["sleep", "600"],

@@ -98,6 +98,7 @@ async function openPool(engines: EngineConfig[], extra: Partial<Parameters<typeo
     relayImage: (docker, signal) => new ProjectImages(docker, { repoRoot: REPO_ROOT }).meterRelay(signal),
     reapIntervalMs: 0,
     probeBaseMs: 500,
+    episodeRuntime: "runc",
     ...extra,
   });
   pools.push(pool);
@@ -238,7 +239,7 @@ describe("the pool's checks", () => {
     ] as const) {
       const sb = auto.pool.sandbox(name)!;
       const scope = sb.openScope(`pool-rt-${name}-${randomBytes(3).toString("hex")}`, 120_000);
-      const c = await createContainer(sb.docker, {
+      const c = await createContainer(sb.docker, scope.runtime, {
         name: `trajrl-${scope.episodeId}-agent`,
         image: BASE_IMAGE,
         labels: scope.labels("agent"),
@@ -439,7 +440,7 @@ describe("an episode's topology on the remote engine", () => {
       const t = await sb.createTopology(s);
       const name = `trajrl-${episode}-lost-sidecar`;
       s.trackContainer(name);
-      const sc = await createContainer(docker, {
+      const sc = await createContainer(docker, s.runtime, {
         name,
         image: BASE_IMAGE,
         labels: s.labels("sidecar"),
@@ -483,7 +484,7 @@ describe("an episode's topology on the remote engine", () => {
       await meter.listen(tb!.meterBindHost, tb!.meterPort, tokB);
       const name = `trajrl-${episode}-budget`;
       scopes[0]!.trackContainer(name);
-      const probe = await createContainer(docker, {
+      const probe = await createContainer(docker, scopes[0]!.runtime, {
         name,
         image: BASE_IMAGE,
         labels: scopes[0]!.labels("probe"),

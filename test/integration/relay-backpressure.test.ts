@@ -102,6 +102,7 @@ beforeAll(async () => {
     relayImage: (d, signal) => new ProjectImages(d, { repoRoot: REPO_ROOT }).meterRelay(signal),
     reapIntervalMs: 0,
     heartbeatMs: 0,
+    episodeRuntime: "runc",
   });
   sb = pool.sandbox("e2")!;
   docker = sb.docker;
@@ -135,7 +136,7 @@ async function sidecarOf(
 ): Promise<Docker.Container> {
   const name = `trajrl-${e.episode}-sidecar`;
   e.scope.trackContainer(name);
-  const c = await createContainer(docker, {
+  const c = await createContainer(docker, e.scope.runtime, {
     name,
     image: relayImage,
     cmd,

@@ -16,6 +16,7 @@ import { ValidatorError } from "../../src/errors.js";
 import { ImageBuilder, type ImageSpec } from "../../src/sandbox/images.js";
 import {
   createContainer,
+  RUNC_RUNTIME,
   readLogs,
   removeContainer,
   SCENARIO_LIMITS,
@@ -146,7 +147,7 @@ describe("image builder", () => {
     expect(sidecar.ref).toMatch(/^trajrl\/sidecar:[0-9a-f]{20}$/);
     expect((await images.agentBase()).built).toBe(false);
     const name = `trajrl-test-selftest-${randomBytes(3).toString("hex")}`;
-    const c = await createContainer(docker, {
+    const c = await createContainer(docker, RUNC_RUNTIME, {
       name,
       image: base.ref,
       cmd: ["node", "/opt/trajrl/agent.js", "--self-test"],

@@ -301,7 +301,7 @@ describe("daemon in a container", () => {
     home.trackNetwork(homeNet);
     home.trackContainer(selfName);
     await sbc.docker.createNetwork({ Name: homeNet, Internal: true, Labels: home.labels("probe") });
-    const self = await createContainer(sbc.docker, {
+    const self = await createContainer(sbc.docker, home.runtime, {
       name: selfName,
       image: BASE_IMAGE,
       labels: home.labels("probe"),
@@ -318,7 +318,7 @@ describe("daemon in a container", () => {
       expect(t.meterBindHost).toBe(info.NetworkSettings.Networks[t.meterNet.name]!.IPAddress);
       const sideName = `trajrl-cm-${tag}-sidecar`;
       ep.trackContainer(sideName);
-      const side = await createContainer(sbc.docker, {
+      const side = await createContainer(sbc.docker, ep.runtime, {
         name: sideName,
         image: BASE_IMAGE,
         labels: ep.labels("sidecar"),

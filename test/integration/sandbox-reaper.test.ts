@@ -61,7 +61,7 @@ describe("episode scope", () => {
     const topo = await sb.createTopology(scope);
     const name = `trajrl-scope-${tag}-c`;
     scope.trackContainer(name);
-    const c = await createContainer(docker, {
+    const c = await createContainer(docker, scope.runtime, {
       name,
       image: BASE_IMAGE,
       cmd: ["sleep", "600"],
@@ -113,7 +113,7 @@ describe("reaper", () => {
     for (const [name, labels] of cases) await netWith(name, labels);
     // A container of the dead process, still running.
     const cname = `trajrl-r-${tag}-dead-c`;
-    const c = await createContainer(docker, {
+    const c = await createContainer(docker, sb.episodeRuntime!, {
       name: cname,
       image: BASE_IMAGE,
       cmd: ["sleep", "600"],
@@ -148,7 +148,7 @@ describe("whose objects: a process on the host is in no container", () => {
     // for its own: its episodes carried the label, and once that container was gone every other
     // process's reaper removed them as a dead owner's (the suite's "killed from outside" faults).
     const name = `trajrl-mounts-${tag}`;
-    const c = await createContainer(docker, {
+    const c = await createContainer(docker, sb.episodeRuntime!, {
       name,
       image: BASE_IMAGE,
       cmd: ["sleep", "600"],

@@ -25,6 +25,7 @@ import {
   type EpisodeScope,
   type EpisodeTopology,
   execIn,
+  RUNC_RUNTIME,
   type Sandbox,
   startContainer,
 } from "../../src/sandbox/index.js";
@@ -178,7 +179,7 @@ describe("the registry bench's verifier network", () => {
       limits: { cpus: 1, memoryBytes: 1, pidsLimit: 1 },
       network: { kind: "network" as const, name: "n" },
     };
-    expect(createOptions({ ...spec, outsideNames: true }).HostConfig?.Dns).toBeUndefined();
-    expect(createOptions(spec).HostConfig?.Dns).toEqual(["127.0.0.1"]);
+    expect(createOptions({ ...spec, outsideNames: true }, RUNC_RUNTIME).HostConfig?.Dns).toBeUndefined();
+    expect(createOptions(spec, RUNC_RUNTIME).HostConfig?.Dns).toEqual(["127.0.0.1"]);
   });
 });

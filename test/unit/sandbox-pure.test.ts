@@ -15,6 +15,7 @@ import {
   uniqueName,
 } from "../../src/sandbox/labels.js";
 import { reapDecision } from "../../src/sandbox/reaper.js";
+import { RUNC_RUNTIME } from "../../src/sandbox/runtime.js";
 import {
   blockAt,
   blockCount,
@@ -264,7 +265,7 @@ describe("DNS out of an episode (CVE-2024-29018)", () => {
   it("gives every container an upstream resolver on its own loopback, whatever its network", () => {
     const base = { name: "x", image: "i", labels: {}, limits: SIDECAR_LIMITS };
     for (const network of [{ kind: "none" as const }, { kind: "network" as const, name: "n" }])
-      expect(createOptions({ ...base, network }).HostConfig?.Dns).toEqual(["127.0.0.1"]);
+      expect(createOptions({ ...base, network }, RUNC_RUNTIME).HostConfig?.Dns).toEqual(["127.0.0.1"]);
   });
 });
 

@@ -8,18 +8,17 @@ import { loadConfig } from "../../src/config.js";
 import { ValidatorError } from "../../src/errors.js";
 import { createOptions, SIDECAR_LIMITS } from "../../src/sandbox/container-spec.js";
 import type { Docker } from "../../src/sandbox/docker.js";
+import { dockerEpisodeEngine } from "../../src/sandbox/episode-engine.js";
 import { LABEL, type Role } from "../../src/sandbox/labels.js";
 import {
-  bindEpisodeRuntime,
   chooseEpisodeRuntime,
   containerRuntime,
-  episodeRuntimeOf,
   gvisorProcessBounds,
   pinnedRuntime,
   RUNC_RUNTIME,
   RUNS_EPISODE_CODE,
-  runtimeClient,
 } from "../../src/sandbox/runtime.js";
+import { Sandbox } from "../../src/sandbox/sandbox.js";
 
 const GVISOR = { name: "runsc", gvisor: true };
 
@@ -101,7 +100,7 @@ describe("the runtime of each container", () => {
       limits: SIDECAR_LIMITS,
       network: { kind: "none" as const },
     };
-    expect(createOptions(spec).HostConfig?.Runtime).toBe("runc");
+    expect(createOptions(spec, RUNC_RUNTIME).HostConfig?.Runtime).toBe("runc");
     expect(createOptions(spec, GVISOR).HostConfig?.Runtime).toBe("runsc");
   });
 
@@ -113,7 +112,7 @@ describe("the runtime of each container", () => {
       limits: SIDECAR_LIMITS,
       network: { kind: "none" as const },
     };
-    const runc = createOptions(spec).HostConfig!;
+    const runc = createOptions(spec, RUNC_RUNTIME).HostConfig!;
     expect([runc.PidsLimit, runc.Ulimits]).toEqual([256, undefined]);
     const gv = createOptions(spec, GVISOR).HostConfig!;
     expect(gv.Ulimits).toEqual([{ Name: "nproc", Soft: 256, Hard: 256 }]);
@@ -126,19 +125,48 @@ describe("the runtime of each container", () => {
     }
   });
 
-  it("each sandbox's client carries its own runtime over one shared connection", () => {
-    const connection = { modem: {}, ping: () => "pong" } as unknown as Docker;
-    const a = runtimeClient(connection);
-    const b = runtimeClient(connection);
-    bindEpisodeRuntime(a, { ...GVISOR, setting: "auto" } as typeof GVISOR);
-    expect([episodeRuntimeOf(a), episodeRuntimeOf(b), episodeRuntimeOf(connection)]).toEqual([
-      GVISOR,
-      RUNC_RUNTIME,
-      RUNC_RUNTIME,
+  it("each episode engine carries its own runtime over one shared connection; a helper's role keeps runc", async () => {
+    const created: Array<{ name?: string; runtime?: string }> = [];
+    const connection = {
+      modem: {},
+      createContainer: async (o: { name?: string; HostConfig?: { Runtime?: string } }) => {
+        created.push({ name: o.name, runtime: o.HostConfig?.Runtime });
+        return { id: o.name };
+      },
+    } as unknown as Docker;
+    const spec = (name: string, role: string) => ({
+      name,
+      image: "i",
+      labels: withRole(role),
+      limits: SIDECAR_LIMITS,
+      network: { kind: "none" as const },
+    });
+    const gvisor = dockerEpisodeEngine(connection, GVISOR);
+    const runc = dockerEpisodeEngine(connection, RUNC_RUNTIME);
+    await gvisor.create(spec("a-sidecar", "sidecar"));
+    await runc.create(spec("b-sidecar", "sidecar"));
+    await gvisor.create(spec("a-relay", "relay"));
+    expect(created).toEqual([
+      { name: "a-sidecar", runtime: "runsc" },
+      { name: "b-sidecar", runtime: "runc" },
+      { name: "a-relay", runtime: "runc" },
     ]);
-    // Still the connection underneath: same modem, same methods.
-    expect(a.modem).toBe(connection.modem);
-    expect((a as unknown as { ping(): string }).ping()).toBe("pong");
+  });
+
+  it("a sandbox not yet started has no episode runtime, so no engine and no scope (never a silent runc)", () => {
+    const connection = { modem: {} } as unknown as Docker;
+    const sb = Sandbox.create({ docker: connection, episodeRuntime: "auto", reapIntervalMs: 0 });
+    expect(sb.episodeRuntime).toBeUndefined();
+    for (const use of [() => sb.episodeEngine, () => sb.openScope("e", 1000)]) {
+      let err: unknown;
+      try {
+        use();
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ValidatorError);
+      expect((err as ValidatorError).code).toBe("sandbox_not_started");
+    }
   });
 });
 
