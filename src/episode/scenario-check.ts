@@ -22,6 +22,7 @@ import { round4 } from "../precision.js";
 import { REPO_ROOT } from "../repo.js";
 import { type BuiltImage, type Sandbox, SCENARIO_LIMITS, safeName } from "../sandbox/index.js";
 import { termText } from "../terminal-text.js";
+import type { Score } from "./ctrf.js";
 import { deadline } from "./deadline.js";
 import { builtinGrader, type Grader, type GradeSite } from "./grader.js";
 import type { EpisodeImages, EpisodeScenario } from "./types.js";
@@ -32,14 +33,17 @@ const DELIVERABLE_CAP = 64 * 1024 * 1024;
 /** The probe every scenario's grader must withstand (bash and python3 at once). */
 export const HOSTILE_PROBE_PATH = join(REPO_ROOT, "scenarios/_tools/hostile-probe");
 
+/** What one grading of the check scored. */
+export type CheckScore = Pick<Score, "quality" | "tests" | "passed">;
+
 export interface CheckRow {
   scenario: string;
   image: string | undefined;
   imageBuilt: boolean;
-  reference: { quality: number; tests: number; passed: number } | undefined;
-  empty: { quality: number; tests: number; passed: number } | undefined;
+  reference: CheckScore | undefined;
+  empty: CheckScore | undefined;
   /** The hostile probe graded as the deliverable. */
-  hostile: { quality: number; tests: number; passed: number } | undefined;
+  hostile: CheckScore | undefined;
   nullFloor: number | undefined;
   /** The OCI runtime the reference run and the graders ran under (the episodes' runtime: runsc = gVisor). */
   runtime: string;

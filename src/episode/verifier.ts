@@ -29,10 +29,9 @@ import {
   uniqueName,
 } from "../sandbox/index.js";
 import type { DiskOver } from "./attribution.js";
-import type { CtrfReport } from "./ctrf.js";
 import { deadline } from "./deadline.js";
-import { judgeReport, newReportKey, type ReportContract } from "./report.js";
-import type { EpisodeFailure, EpisodeScenario } from "./types.js";
+import { judgeReport, newReportKey, type ReportContract, type ReportVerdict } from "./report.js";
+import type { EpisodeScenario } from "./types.js";
 
 export type { ReportChannel, ReportContract } from "./report.js";
 
@@ -93,15 +92,8 @@ export interface GradeInput {
   log?: Logger;
 }
 
-export interface GradeResult {
-  /** passed/tests (or the reward); 0 when the verifier produced nothing usable. */
-  quality: number;
-  tests: number;
-  passed: number;
-  reward: number | undefined;
-  ctrf: CtrfReport | undefined;
-  /** The grader's report (the signed one on the harness channel), copied to the artifacts. */
-  ctrfText: string | undefined;
+/** The verdict read from the grader's report (report.ts) and how the grader's run went. */
+export interface GradeResult extends ReportVerdict {
   /** reward.txt as the grader wrote it (the files contract; absent on the harness channel). */
   rewardText?: string | undefined;
   exitCode: number | undefined;
@@ -109,11 +101,8 @@ export interface GradeResult {
   durationMs: number;
   /** stdout+stderr of test.sh, capped. */
   log: string;
-  /** Lines on stdout shaped like a report that did not verify: someone other than the grader wrote them. */
-  forgedReports: number;
   /** Bytes the verifier added to its root filesystem, as last measured. */
   diskBytes: number | undefined;
-  failure: EpisodeFailure | undefined;
 }
 
 /** Every file under `dir` as tar entries below `prefix`, executable (the tests run as root). */

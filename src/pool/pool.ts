@@ -20,7 +20,7 @@ import type { EpisodeResult } from "../episode/index.js";
 import { InfraError, InputError, toValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { type BuiltImage, connectEngine, type Docker, probeEngine, type Sandbox } from "../sandbox/index.js";
-import { checkEngine } from "./check.js";
+import { checkEngine } from "./engine-check.js";
 import { readDrained } from "./drain.js";
 import {
   closeEngine,
