@@ -6,7 +6,7 @@
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import {
   benchRefs,
@@ -18,7 +18,6 @@ import {
 } from "../../src/bench/index.js";
 import { runCli } from "../helpers/cli.js";
 
-const ROOT = resolve(import.meta.dirname, "../..");
 const dirs: string[] = [];
 afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
