@@ -22,9 +22,10 @@ import { AGENT_VERSION } from "../../agent/contract.js";
 import { type BenchBuildResult, OfflineBench } from "../../src/bench/index.js";
 import { type EngySim, startEngySim } from "../../src/engy-sim/index.js";
 import { packTar } from "../../src/sandbox/index.js";
+import { leftoversOf } from "../helpers/cli.js";
 import { requireDocker } from "../helpers/docker.js";
 import { REPO_ROOT, SCENARIOS_DIR } from "../helpers/episode.js";
-import { leftoversOf, runEvalCli } from "../helpers/eval-cli.js";
+import { runEvalCli } from "../helpers/eval-cli.js";
 import { pushOfflineBench, REGISTRY, untag } from "../helpers/registry.js";
 
 const RUN = randomBytes(4).toString("hex");

@@ -9,15 +9,15 @@
  * Network: registry, simulator, platform and chain on loopback; episode containers on their own
  * internal networks, the verifier on none.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
-import { hostname, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type Docker from "dockerode";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { BenchBuildResult } from "../../src/bench/index.js";
 import { FakePlatform } from "../fakes/platform.js";
+import { leftoversOf, startCli } from "../helpers/cli.js";
 import { startSubnet, testEnv, until, writeWallet } from "../helpers/daemon.js";
 import { requireDocker } from "../helpers/docker.js";
 import { REPO_ROOT } from "../helpers/episode.js";
@@ -37,24 +37,7 @@ afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!().catch(() => {});
 });
 
-function startRun(env: Record<string, string>): {
-  child: ChildProcess;
-  exited: Promise<number | null>;
-  out: () => string;
-} {
-  const child = spawn(
-    process.execPath,
-    ["--import", "tsx", join(REPO_ROOT, "src/cli.ts"), "run", "--no-status"],
-    {
-      cwd: REPO_ROOT,
-      env: { ...process.env, ...env },
-    },
-  );
-  let out = "";
-  child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
-  child.stderr!.on("data", (d: Buffer) => (out += d.toString()));
-  return { child, exited: new Promise((r) => child.on("close", (c) => r(c))), out: () => out };
-}
+const startRun = (env: Record<string, string>) => startCli(["run", "--no-status"], { env });
 
 async function world(extra: Record<string, string>) {
   const dir = mkdtempSync(join(tmpdir(), "daemon-bench-"));
@@ -138,7 +121,7 @@ describe("the daemon on the subnet's benchmark", () => {
       expect(r.judge).toMatchObject({ harness: "trajrl-bench", sandbox_version: built.version });
     // The fallback was logged with the spec the platform asked for.
     const lines = run
-      .out()
+      .output()
       .split("\n")
       .flatMap((l) => {
         try {
@@ -154,9 +137,7 @@ describe("the daemon on the subnet's benchmark", () => {
     run.child.kill("SIGTERM");
     expect(await run.exited).toBe(0);
     // Nothing of the episodes is left.
-    const label = [`trajrl.pid=${run.child.pid}`, `trajrl.host=${hostname()}`];
-    expect((await docker.listContainers({ all: true, filters: { label } })).length).toBe(0);
-    expect((await docker.listNetworks({ filters: { label } })).length).toBe(0);
+    expect(await leftoversOf([run.child.pid!], { docker, thisHost: true })).toBe(0);
   }, 900_000);
 
   it("holds the start on a real network with the built-in suite or on the simulator, naming the fix", async () => {
@@ -170,9 +151,9 @@ describe("the daemon on the subnet's benchmark", () => {
       const w = await world(extra);
       const run = startRun(w.env);
       cleanups.push(async () => run.child.kill("SIGKILL"));
-      await until(() => run.out().includes('"msg":"daemon.start_held"'), 120_000, "the held start");
-      expect(run.out()).toMatch(refusal);
-      expect(run.out()).not.toMatch(/\n\s+at /);
+      await until(() => run.output().includes('"msg":"daemon.start_held"'), 120_000, "the held start");
+      expect(run.output()).toMatch(refusal);
+      expect(run.output()).not.toMatch(/\n\s+at /);
       // Held, not exited (a supervisor would loop on an exit); SIGTERM ends it cleanly.
       expect(run.child.exitCode).toBeNull();
       run.child.kill("SIGTERM");

@@ -6,18 +6,16 @@
  * Every line of stdout and stderr must be one JSON object naming each key once; the lost chain is
  * one warning naming its endpoint, however many reconnect attempts follow.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startCli } from "../helpers/cli.js";
 import { until } from "../helpers/daemon.js";
 import { onCleanup, processWorld, runCleanups } from "../helpers/daemon-world.js";
 import { requireDocker } from "../helpers/docker.js";
 import { badLogLines } from "../helpers/json-lines.js";
 
 const ROOT = join(import.meta.dirname, "../..");
-
-let child: ChildProcess | undefined;
 
 beforeAll(requireDocker);
 afterAll(runCleanups);
@@ -32,20 +30,8 @@ describe("a daemon run's log", () => {
       challengerUid: subnet.uids.challenger,
       specNumber: 27,
     });
-    child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "src/cli.ts"), "run"], {
-      cwd: ROOT,
-      env: { ...process.env, ...env },
-    });
-    onCleanup(async () => child?.kill("SIGKILL"));
-    let out = "";
-    let err = "";
-    child.stdout!.on("data", (d: Buffer) => {
-      out += d.toString();
-    });
-    child.stderr!.on("data", (d: Buffer) => {
-      err += d.toString();
-    });
-    const exited = new Promise<number | null>((r) => child!.on("close", (c) => r(c)));
+    const run = startCli(["run"], { env });
+    onCleanup(async () => run.child.kill("SIGKILL"));
 
     await until(
       () => fake.requests("epoch.score").some((q) => q.status === 200),
@@ -61,17 +47,21 @@ describe("a daemon run's log", () => {
     expect(fake.scores.get(epoch.challenge_epoch_id)).toBeDefined();
 
     // The chain lost for good: the client retries every 2.5 s.
-    const lostAt = out.length;
+    const lostAt = run.stdout().length;
     await subnet.node.stop();
     await until(
-      () => (out.slice(lostAt).match(/"msg":"chain\.reconnect_failed"/g)?.length ?? 0) >= 3,
+      () =>
+        (run
+          .stdout()
+          .slice(lostAt)
+          .match(/"msg":"chain\.reconnect_failed"/g)?.length ?? 0) >= 3,
       60_000,
       "three reconnect attempts",
     );
-    child.kill("SIGTERM");
-    expect(await exited, err).toBe(0);
+    run.child.kill("SIGTERM");
+    expect(await run.exited, run.stderr()).toBe(0);
 
-    const log = `${out}\n${err}`;
+    const log = `${run.stdout()}\n${run.stderr()}`;
     const lines = log.split("\n").filter((l) => l.trim());
     console.log(`${lines.length} log lines checked`);
     expect(lines.length).toBeGreaterThan(200);
@@ -79,7 +69,8 @@ describe("a daemon run's log", () => {
 
     // The outage: one warning naming the endpoint as configured (and one per @polkadot origin), the
     // attempts after it at debug level.
-    const outage = out
+    const outage = run
+      .stdout()
       .slice(lostAt)
       .split("\n")
       .filter((l) => l.trim())

@@ -6,10 +6,8 @@
  * wallet file. The second test drives `trajrl-validator run` as a process and stops it with SIGTERM.
  * The third runs one epoch of upstream's default weight-only mode as a process.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { hostname } from "node:os";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import pino from "pino";
@@ -28,6 +26,7 @@ import {
 } from "../../src/store/index.js";
 import { StatusReader } from "../../src/web/index.js";
 import type { FakePlatform } from "../fakes/platform.js";
+import { leftoversOf, startCli } from "../helpers/cli.js";
 import { type TestSubnet, testConfig, until } from "../helpers/daemon.js";
 import { onCleanup, type ProcessWorld, processWorld, runCleanups, SIM_ENV } from "../helpers/daemon-world.js";
 import { requireDocker } from "../helpers/docker.js";
@@ -47,15 +46,7 @@ type World = ProcessWorld;
 const world = processWorld;
 
 /** Containers and networks this process (pid) made on this host: the sandbox labels everything. */
-async function leftovers(pid: number): Promise<number> {
-  const docker = await requireDocker();
-  const filters = { label: [`trajrl.pid=${pid}`, `trajrl.host=${hostname()}`] };
-  const [cs, ns] = await Promise.all([
-    docker.listContainers({ all: true, filters }),
-    docker.listNetworks({ filters }),
-  ]);
-  return cs.length + ns.length;
-}
+const leftovers = (pid: number) => leftoversOf([pid], { thisHost: true });
 
 async function inProcessDaemon(w: World) {
   const config = testConfig({
@@ -380,24 +371,4 @@ describe("daemon e2e (real pipeline, simulator, Docker)", () => {
   }, 900_000);
 });
 
-function startRun(env: Record<string, string>): {
-  child: ChildProcess;
-  exited: Promise<number | null>;
-  stdout: () => string;
-  stderr: () => string;
-} {
-  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "src/cli.ts"), "run", "--no-status"], {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-  });
-  let out = "";
-  let err = "";
-  child.stdout!.on("data", (d: Buffer) => {
-    out += d.toString();
-  });
-  child.stderr!.on("data", (d: Buffer) => {
-    err += d.toString();
-  });
-  const exited = new Promise<number | null>((resolve) => child.on("close", (c) => resolve(c)));
-  return { child, exited, stdout: () => out, stderr: () => err };
-}
+const startRun = (env: Record<string, string>) => startCli(["run", "--no-status"], { env });

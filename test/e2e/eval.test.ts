@@ -9,8 +9,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { beforeAll, describe, expect, it } from "vitest";
+import { leftoversOf } from "../helpers/cli.js";
 import { requireDocker } from "../helpers/docker.js";
-import { leftoversOf, runEvalCli } from "../helpers/eval-cli.js";
+import { runEvalCli } from "../helpers/eval-cli.js";
 
 function evalCli(dataDir: string, args: string[], onChild?: (c: ChildProcess) => void) {
   return runEvalCli(dataDir, args, onChild ? { onChild } : {});

@@ -18,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProjectImages } from "../../src/bench/index.js";
 import { type EngySim, startEngySim } from "../../src/engy-sim/index.js";
 import { loadCatalogue, selectScenarios } from "../../src/scenarios/index.js";
+import { leftoversOf } from "../helpers/cli.js";
 import { requireDocker } from "../helpers/docker.js";
 import { REPO_ROOT } from "../helpers/episode.js";
 import { runEvalCli } from "../helpers/eval-cli.js";
@@ -117,15 +118,6 @@ async function scan(
     if (JSON.stringify(info).includes(needle)) hits.push(info.Name);
   }
   return { inspected, hits };
-}
-
-async function leftovers(docker: Docker, pid: number): Promise<number> {
-  const label = [`trajrl.pid=${pid}`];
-  const [c, n] = await Promise.all([
-    docker.listContainers({ all: true, filters: { label } }),
-    docker.listNetworks({ filters: { label } }),
-  ]);
-  return c.length + n.length;
 }
 
 describe("two engines (e2e)", () => {
@@ -234,8 +226,8 @@ describe("two engines (e2e)", () => {
     expect(log.some((l) => l.msg === "engine.back" && l.engine === "e2")).toBe(true);
 
     // Nothing of the evaluation left on either engine.
-    expect(await leftovers(local, pid)).toBe(0);
-    expect(await leftovers(e2.docker, pid)).toBe(0);
+    expect(await leftoversOf([pid], { docker: local })).toBe(0);
+    expect(await leftoversOf([pid], { docker: e2.docker })).toBe(0);
 
     // The key: in no container of either engine, while they ran (relays included).
     const inspected = (engine: string) =>

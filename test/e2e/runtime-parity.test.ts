@@ -11,9 +11,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { loadCatalogue, resolveSuite } from "../../src/scenarios/index.js";
+import { leftoversOf } from "../helpers/cli.js";
 import { requireDocker } from "../helpers/docker.js";
 import { REPO_ROOT, SCENARIOS_DIR } from "../helpers/episode.js";
-import { leftoversOf, runEvalCli } from "../helpers/eval-cli.js";
+import { runEvalCli } from "../helpers/eval-cli.js";
 
 const PACKS = readdirSync(join(REPO_ROOT, "examples/packs"))
   .filter((f) => f.endsWith(".json"))

@@ -2,10 +2,11 @@
  * The `eval` command as a child process, the way an operator or miner runs it (real Docker, the
  * in-process Engy simulator at latency 0, seed 11), and what its processes left behind.
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { join } from "node:path";
-import { requireDocker } from "./docker.js";
-import { REPO_ROOT } from "./episode.js";
+import type { ChildProcess } from "node:child_process";
+import { startCli } from "./cli.js";
+
+/** One home in ./cli.ts; named here too for the files that import it from this module. */
+export { leftoversOf } from "./cli.js";
 
 export interface EvalRun {
   code: number | null;
@@ -15,50 +16,17 @@ export interface EvalRun {
   ms: number;
 }
 
-export function runEvalCli(
+export async function runEvalCli(
   dataDir: string,
   args: string[],
   o: { killAfterMs?: number; onChild?: (c: ChildProcess) => void; env?: Record<string, string> } = {},
 ): Promise<EvalRun> {
-  return new Promise((resolve) => {
-    const t0 = performance.now();
-    const child = spawn(
-      process.execPath,
-      ["--import", "tsx", join(REPO_ROOT, "src/cli.ts"), "eval", ...args],
-      {
-        cwd: REPO_ROOT,
-        env: {
-          ...process.env,
-          DATA_DIR: dataDir,
-          LLM_API_KEY: "",
-          ENGY_SIM_SEED: "11",
-          ENGY_SIM_LATENCY_SCALE: "0",
-          ...o.env,
-        },
-      },
-    );
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    const timer =
-      o.killAfterMs === undefined ? undefined : setTimeout(() => child.kill("SIGKILL"), o.killAfterMs);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr, pid: child.pid!, ms: performance.now() - t0 });
-    });
-    o.onChild?.(child);
+  const t0 = performance.now();
+  const run = startCli(["eval", ...args], {
+    env: { DATA_DIR: dataDir, LLM_API_KEY: "", ENGY_SIM_SEED: "11", ENGY_SIM_LATENCY_SCALE: "0", ...o.env },
+    ...(o.killAfterMs === undefined ? {} : { timeoutMs: o.killAfterMs, killSignal: "SIGKILL" as const }),
   });
-}
-
-/** Containers and networks made by the given processes (other test files may be running episodes too). */
-export async function leftoversOf(pids: number[]): Promise<number> {
-  const docker = await requireDocker();
-  let n = 0;
-  for (const pid of pids) {
-    const label = [`trajrl.pid=${pid}`];
-    n += (await docker.listContainers({ all: true, filters: { label } })).length;
-    n += (await docker.listNetworks({ filters: { label } })).length;
-  }
-  return n;
+  o.onChild?.(run.child);
+  const { code, stdout, stderr, pid } = await run.done;
+  return { code, stdout, stderr, pid, ms: performance.now() - t0 };
 }

@@ -3,8 +3,6 @@
  * tools to open an archive, change one file in it and pack it again: what the evidence tests tamper
  * with. The grading records and reports are what the episode writes (src/episode grading-record.ts).
  */
-import { spawn } from "node:child_process";
-import { join } from "node:path";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { hotkeyFromKeyfile } from "../../src/chain/index.js";
 import {
@@ -16,7 +14,7 @@ import {
 } from "../../src/evidence/index.js";
 import { sha256Hex } from "../../src/hash.js";
 import { packTar } from "../../src/sandbox/index.js";
-import { REPO_ROOT } from "./episode.js";
+import { runCli } from "./cli.js";
 
 export async function testSigner(seedByte = 7): Promise<EvidenceSigner> {
   const seed = `0x${Buffer.alloc(32, seedByte).toString("hex")}`;
@@ -165,23 +163,10 @@ export async function repack(gz: Buffer, edit: (files: Map<string, Buffer>) => v
 }
 
 /** `trajrl-validator verify ARGS…` as a process (real Docker for the re-grades). */
-export function runVerifyCli(
+export async function runVerifyCli(
   args: string[],
   env: Record<string, string> = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(
-      process.execPath,
-      ["--import", "tsx", join(REPO_ROOT, "src/cli.ts"), "verify", ...args],
-      {
-        cwd: REPO_ROOT,
-        env: { ...process.env, ...env },
-      },
-    );
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
+  const { code, stdout, stderr } = await runCli(["verify", ...args], { env });
+  return { code, stdout, stderr };
 }

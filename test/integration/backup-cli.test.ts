@@ -4,37 +4,23 @@
  * committed state that SQLite checks as intact, with every row committed before it began; an
  * existing file is never overwritten. No sqlite3 binary involved (the image has none).
  */
-import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { KvRepo, openDb } from "../../src/store/index.js";
+import { runCli } from "../helpers/cli.js";
 
-const root = new URL("../..", import.meta.url).pathname;
 const dir = mkdtempSync(join(tmpdir(), "backup-cli-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-function backup(...args: string[]) {
-  return new Promise<{ code: number; stdout: Buffer; stderr: string }>((resolve) =>
-    execFile(
-      process.execPath,
-      ["--import", "tsx", join(root, "src/cli.ts"), "backup", ...args],
-      {
-        cwd: root,
-        env: { PATH: process.env.PATH ?? "", HOME: dir, DATA_DIR: join(dir, "data") },
-        encoding: "buffer",
-        maxBuffer: 256 << 20,
-        timeout: 90_000,
-      },
-      (err, stdout, stderr) =>
-        resolve({
-          code: err ? (typeof err.code === "number" ? err.code : 1) : 0,
-          stdout,
-          stderr: stderr.toString(),
-        }),
-    ),
-  );
+async function backup(...args: string[]) {
+  const r = await runCli(["backup", ...args], {
+    base: "clean",
+    env: { HOME: dir, DATA_DIR: join(dir, "data") },
+    timeoutMs: 90_000,
+  });
+  return { code: r.code, stdout: r.stdoutBytes, stderr: r.stderr };
 }
 
 function check(file: string): { ok: string; before: number; last: number } {

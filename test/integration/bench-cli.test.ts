@@ -4,10 +4,9 @@
  * names and how it reads an engine push stream. The build and push themselves are proven in
  * bench-offline.test.ts.
  */
-import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import {
   benchRefs,
@@ -17,24 +16,14 @@ import {
   pushAuthFor,
   splitRef,
 } from "../../src/bench/index.js";
+import { runCli } from "../helpers/cli.js";
 
-const ROOT = resolve(import.meta.dirname, "../..");
 const dirs: string[] = [];
 afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
-function cli(args: string[]) {
-  return spawnSync(
-    process.execPath,
-    ["--import", "tsx", join(ROOT, "src/cli.ts"), "bench", "build", ...args],
-    {
-      cwd: ROOT,
-      encoding: "utf8",
-      timeout: 60_000,
-    },
-  );
-}
+const cli = (args: string[]) => runCli(["bench", "build", ...args], { timeoutMs: 60_000 });
 
 describe("bench build refuses bad input before building", () => {
   it.each([
@@ -45,9 +34,9 @@ describe("bench build refuses bad input before building", () => {
     [["--name", "localhost/x", "--tag", "bad tag"], "not a valid image tag"],
     [["--push", "127.0.0.1:5000/a", "--username", "u"], "--username and --password-stdin go together"],
     [["--name", "localhost/x", "--scenarios", "no-such-scenario"], "unknown scenario no-such-scenario"],
-  ])("%j", (args, message) => {
-    const r = cli(args);
-    expect(r.status).toBe(1);
+  ])("%j", async (args, message) => {
+    const r = await cli(args);
+    expect(r.code).toBe(1);
     expect(r.stderr).toContain(message);
     expect(r.stdout).toBe("");
   });

@@ -11,7 +11,7 @@
  * Network: the registry and the scripted model are on this machine (loopback, and the gateway of
  * this test's own internal network); containers get that network or none.
  */
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -24,6 +24,7 @@ import { type BenchBuildResult, OfflineBench } from "../../src/bench/index.js";
 import { execIn, getPath, packTar, putFiles, readLogs } from "../../src/sandbox/index.js";
 import { loadCatalogue, type Scenario } from "../../src/scenarios/index.js";
 import { VERSION } from "../../src/version.js";
+import { runCli } from "../helpers/cli.js";
 import { requireDocker } from "../helpers/docker.js";
 import { REGISTRY } from "../helpers/registry.js";
 import { type ScriptedModel, startScriptedModel } from "../helpers/scripted-model.js";
@@ -707,25 +708,11 @@ describe("a bench someone else builds FROM the base, with a scenario tree of its
 describe("trajrl-validator bench build (the command)", () => {
   it("rebuilds nothing that is cached, pushes the same digests under a new tag, and prints the summary", async () => {
     const tag = `cli${RUN}`;
-    const r = spawnSync(
-      process.execPath,
-      [
-        "--import",
-        "tsx",
-        join(ROOT, "src/cli.ts"),
-        "bench",
-        "build",
-        "--push",
-        TARGET,
-        "--tag",
-        tag,
-        "--scenarios",
-        SCENARIOS.join(","),
-        "--json",
-      ],
-      { cwd: ROOT, encoding: "utf8", timeout: 600_000, env: { ...process.env, LOG_LEVEL: "warn" } },
+    const r = await runCli(
+      ["bench", "build", "--push", TARGET, "--tag", tag, "--scenarios", SCENARIOS.join(","), "--json"],
+      { env: { LOG_LEVEL: "warn" }, timeoutMs: 600_000 },
     );
-    expect(r.status, r.stderr).toBe(0);
+    expect(r.code, r.stderr).toBe(0);
     const summary = JSON.parse(r.stdout) as BenchBuildResult;
     for (const img of [summary.base, ...summary.scenarios]) localRefs.push(img.ref);
     expect(summary).toMatchObject({ tag, pushed: true, version: VERSION });

@@ -3,7 +3,6 @@
  * node, the fake platform, a model provider stub and the real Docker engine, all on loopback:
  * each check says ok / warn / FAIL with the fix, and the exit code is 1 only when one FAILed.
  */
-import { execFile } from "node:child_process";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
@@ -11,22 +10,12 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { IDENTITY, USER_AGENT } from "../../src/version.js";
 import { FakePlatform } from "../fakes/platform.js";
+import { runCli } from "../helpers/cli.js";
 import { startSubnet, type TestSubnet, type TestWallet, testEnv, writeWallet } from "../helpers/daemon.js";
 import { requireDocker } from "../helpers/docker.js";
 
-const root = new URL("../..", import.meta.url).pathname;
-
-function check(env: Record<string, string>, ...args: string[]) {
-  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(
-      process.execPath,
-      ["--import", "tsx", join(root, "src/cli.ts"), "check", "--timeout", "8000", ...args],
-      { cwd: root, env: { PATH: process.env.PATH ?? "", HOME: "/nonexistent", ...env }, timeout: 90_000 },
-      (err, stdout, stderr) =>
-        resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, stdout, stderr }),
-    );
-  });
-}
+const check = (env: Record<string, string>, ...args: string[]) =>
+  runCli(["check", "--timeout", "8000", ...args], { base: "clean", env, timeoutMs: 90_000 });
 
 const line = (out: string, name: string) =>
   out.split("\n").find((l) => l.slice(6).startsWith(`${name} `)) ?? "";
@@ -178,34 +167,10 @@ describe("trajrl-validator check", () => {
     const key = join(wallet.walletPath, "validator/hotkeys/default");
     chmodSync(key, 0o600);
     chmodSync(dir, 0o755); // mkdtemp's 0700 would hide the file itself from uid 4242
-    const asOther = await new Promise<{ code: number; stdout: string }>((resolve) => {
-      execFile(
-        "setpriv",
-        [
-          "--reuid=4242",
-          "--regid=4242",
-          "--clear-groups",
-          process.execPath,
-          "--import",
-          "tsx",
-          join(root, "src/cli.ts"),
-          "check",
-          "--only",
-          "wallet",
-        ],
-        {
-          cwd: root,
-          env: {
-            PATH: process.env.PATH ?? "",
-            HOME: "/nonexistent",
-            ...env,
-            DAEMON_IN_CONTAINER: "1",
-            TRAJRL_HOST_WALLETS_DIR: "/root/.bittensor/wallets",
-          },
-          timeout: 60_000,
-        },
-        (err, stdout) => resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, stdout }),
-      );
+    const asOther = await asUid(4242, ["check", "--only", "wallet"], {
+      ...env,
+      DAEMON_IN_CONTAINER: "1",
+      TRAJRL_HOST_WALLETS_DIR: "/root/.bittensor/wallets",
     });
     expect(asOther.code, asOther.stdout).toBe(1);
     expect(asOther.stdout).toContain(
@@ -272,21 +237,10 @@ describe("trajrl-validator check", () => {
 
 /** The CLI as another uid (setpriv), as the image's entrypoint runs it. */
 function asUid(uid: number, args: string[], env: Record<string, string>) {
-  return new Promise<{ code: number; stdout: string }>((resolve) => {
-    execFile(
-      "setpriv",
-      [
-        `--reuid=${uid}`,
-        `--regid=${uid}`,
-        "--clear-groups",
-        process.execPath,
-        "--import",
-        "tsx",
-        join(root, "src/cli.ts"),
-        ...args,
-      ],
-      { cwd: root, env: { PATH: process.env.PATH ?? "", HOME: "/nonexistent", ...env }, timeout: 60_000 },
-      (err, stdout) => resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, stdout }),
-    );
+  return runCli(args, {
+    base: "clean",
+    env,
+    timeoutMs: 60_000,
+    under: ["setpriv", `--reuid=${uid}`, `--regid=${uid}`, "--clear-groups"],
   });
 }

@@ -5,56 +5,30 @@
  * JSON log line, serves its status page with the reason (/readyz 503, `status` prints it first), and
  * exits 0 on SIGTERM. That it starts by itself once the cause is fixed: test/integration/daemon-hold.test.ts.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { FakeSubtensorNode, randomAccount } from "../fakes/subtensor-node.js";
+import { type CliResult, startCli } from "../helpers/cli.js";
 import { writeWallet } from "../helpers/daemon.js";
 import { badLogLines } from "../helpers/json-lines.js";
 import { freePort } from "../helpers/ports.js";
 import { waitFor } from "../helpers/wait.js";
 
-const ROOT = join(import.meta.dirname, "../..");
 const children: ChildProcess[] = [];
 
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(
-  args: string[],
-  env: Record<string, string>,
-): { child: ChildProcess; out: Ran; closed: Promise<Ran> } {
-  // node itself, not the tsx wrapper: the wrapper relays a SIGTERM again when the child is slow to
-  // acknowledge it (a loaded machine), and a second signal is the daemon's forced exit (143).
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli.ts", ...args], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...env },
-  });
-  children.push(child);
-  const out: Ran = { code: null, stdout: "", stderr: "" };
-  child.stdout!.on("data", (d: Buffer) => {
-    out.stdout += d.toString();
-  });
-  child.stderr!.on("data", (d: Buffer) => {
-    out.stderr += d.toString();
-  });
-  const closed = new Promise<Ran>((resolve) =>
-    child.on("close", (code) => {
-      out.code = code;
-      resolve(out);
-    }),
-  );
-  return { child, out, closed };
+/** The CLI with these variables alone (and PATH, HOME). */
+function cli(args: string[], env: Record<string, string>) {
+  const run = startCli(args, { base: "clean", env: { HOME: process.env.HOME ?? "/tmp", ...env } });
+  children.push(run.child);
+  return run;
 }
 
 /** The `daemon.start_held` log line, once it is written. */
-function heldLine(out: Ran): { code: string; err: string; recheckS: number } | undefined {
-  const line = out.stdout.split("\n").find((l) => l.includes('"msg":"daemon.start_held"'));
+function heldLine(stdout: string): { code: string; err: string; recheckS: number } | undefined {
+  const line = stdout.split("\n").find((l) => l.includes('"msg":"daemon.start_held"'));
   return line ? JSON.parse(line) : undefined;
 }
 
@@ -87,9 +61,13 @@ async function expectHeld(
   env: Record<string, string>,
   code: string,
   reason: RegExp,
-): Promise<{ done: Ran; why: string }> {
+): Promise<{ done: CliResult; why: string }> {
   const run = cli(["run"], env);
-  const held = await waitFor(() => heldLine(run.out), { what: "the held start", ms: 90_000, everyMs: 200 });
+  const held = await waitFor(() => heldLine(run.stdout()), {
+    what: "the held start",
+    ms: 90_000,
+    everyMs: 200,
+  });
   expect(held.code).toBe(code);
   expect(held.err).toMatch(reason);
   const url = `http://127.0.0.1:${env.STATUS_PORT}`;
@@ -109,7 +87,7 @@ async function expectHeld(
   expect(ready.body.state).toBe("unhealthy");
   expect(ready.body.reasons[0]).toMatchObject({ check: "start" });
   expect(ready.body.reasons[0]!.message).toMatch(reason);
-  const status = await cli(["status", "--url", url], { ...env }).closed;
+  const status = await cli(["status", "--url", url], { ...env }).done;
   expect(status.code).toBe(1);
   const lines = status.stdout.split("\n");
   expect(lines[0]).toMatch(/ · UNHEALTHY \(start\) · ALARM start_held /);
@@ -117,9 +95,14 @@ async function expectHeld(
   expect(lines[2]).toMatch(reason);
   // Still up: held, not exited.
   expect(run.child.exitCode).toBeNull();
-  expect(run.out.stdout.split("\n").filter((l) => l.includes('"daemon.start_held"'))).toHaveLength(1);
+  expect(
+    run
+      .stdout()
+      .split("\n")
+      .filter((l) => l.includes('"daemon.start_held"')),
+  ).toHaveLength(1);
   run.child.kill("SIGTERM");
-  const done = await run.closed;
+  const done = await run.done;
   expect(done.code).toBe(0);
   expect(done.stderr).toBe("");
   // Every line a log pipeline reads is JSON, each key once.
@@ -129,14 +112,14 @@ async function expectHeld(
 
 describe("trajrl-validator run: a refused start is held, not exited", () => {
   it("lists run in --help", async () => {
-    const r = await cli(["run", "--help"], await base()).closed;
+    const r = await cli(["run", "--help"], await base()).done;
     expect(r.code).toBe(0);
     expect(r.stdout).toContain("run the validator");
     expect(r.stdout).toContain("--no-status");
   });
 
   it("settings that do not parse: one fatal JSON line naming the value, exit 1 (nothing to hold: the process cannot read them)", async () => {
-    const r = await cli(["run"], { ...(await base()), DEGRADED_AFTER_S: "30s" }).closed;
+    const r = await cli(["run"], { ...(await base()), DEGRADED_AFTER_S: "30s" }).done;
     expect(r.code).toBe(1);
     expect(r.stderr).toBe("");
     expect(badLogLines(r.stdout)).toEqual([]);

@@ -3,31 +3,17 @@
  * them (child processes): the drain flag lands in DATA_DIR's database where the daemon's pool reads
  * it; an unknown name is refused; the check names each engine that does not answer.
  */
-import { execFile } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { readDrained } from "../../src/pool/index.js";
 import { KvRepo, openDb } from "../../src/store/index.js";
+import { runCli } from "../helpers/cli.js";
 import { requireDocker } from "../helpers/docker.js";
-import { REPO_ROOT } from "../helpers/episode.js";
 
-function cli(env: Record<string, string>, ...args: string[]) {
-  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(
-      process.execPath,
-      ["--import", "tsx", join(REPO_ROOT, "src/cli.ts"), ...args],
-      {
-        cwd: REPO_ROOT,
-        env: { PATH: process.env.PATH ?? "", HOME: "/nonexistent", ...env },
-        timeout: 90_000,
-      },
-      (err, stdout, stderr) =>
-        resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, stdout, stderr }),
-    );
-  });
-}
+const cli = (env: Record<string, string>, ...args: string[]) =>
+  runCli(args, { base: "clean", env, timeoutMs: 90_000 });
 
 let env: Record<string, string>;
 let dataDir: string;

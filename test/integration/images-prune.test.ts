@@ -5,7 +5,6 @@
  * removes nothing. Scratch images live under a repository prefix of this test's own, so a prune
  * here never touches what other tests build; the CLI is exercised as a dry run on the project.
  */
-import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -21,6 +20,7 @@ import {
   ImageBuilder,
 } from "../../src/sandbox/images.js";
 import { loadCatalogue } from "../../src/scenarios/index.js";
+import { runCli } from "../helpers/cli.js";
 import { requireDocker } from "../helpers/docker.js";
 import { REPO_ROOT } from "../helpers/episode.js";
 import { BASE_IMAGE } from "../helpers/sandbox.js";
@@ -155,16 +155,8 @@ describe("images prune", () => {
       labels: { [IMAGE_KIND_LABEL]: "scenario" },
     });
     cliImage = stale.ref;
-    const run = spawnSync(
-      process.execPath,
-      ["--import", "tsx", "src/cli.ts", "images", "prune", "--dry-run"],
-      {
-        cwd: REPO_ROOT,
-        encoding: "utf8",
-        timeout: 120_000,
-      },
-    );
-    expect(run.status, run.stderr).toBe(0);
+    const run = await runCli(["images", "prune", "--dry-run"], { timeoutMs: 120_000 });
+    expect(run.code, run.stderr).toBe(0);
     const lines = run.stdout.trim().split("\n");
     expect(lines.at(-1)).toMatch(
       /^would remove \d+ image tag\(s\), freeing at least \d+ MB; \d+ current image\(s\) kept/,

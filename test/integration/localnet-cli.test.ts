@@ -6,54 +6,30 @@
  * a permit and the epoch open. A wallet it cannot read is refused with the validator's own hint.
  * The whole loop (evaluation, verdict, weights) runs in test/integration/deploy-compose.test.ts.
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GENESIS_HASHES } from "../../src/chain/index.js";
 import { LOCALNET_GENESIS_HASH } from "../../src/localnet/index.js";
+import { type CliProcess, runCli, startCli } from "../helpers/cli.js";
 import { type TestWallet, writeWallet } from "../helpers/daemon.js";
 
-const root = new URL("../..", import.meta.url).pathname;
 let dir: string;
 let wallet: TestWallet;
-let child: ChildProcess;
-let stderr = "";
-let stdout = "";
+let localnet: CliProcess;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "localnet-cli-"));
   wallet = await writeWallet(dir);
-  child = spawn(
-    process.execPath,
-    [
-      "--import",
-      "tsx",
-      join(root, "src/cli.ts"),
-      "localnet",
-      "--chain-port",
-      "0",
-      "--platform-port",
-      "0",
-      "--epoch",
-      "1234",
-    ],
-    {
-      cwd: root,
-      env: { PATH: process.env.PATH ?? "", HOME: "/nonexistent", WALLET_PATH: wallet.walletPath },
-    },
-  );
-  child.stderr!.on("data", (b: Buffer) => {
-    stderr += b.toString();
-  });
-  child.stdout!.on("data", (b: Buffer) => {
-    stdout += b.toString();
+  localnet = startCli(["localnet", "--chain-port", "0", "--platform-port", "0", "--epoch", "1234"], {
+    base: "clean",
+    env: { WALLET_PATH: wallet.walletPath },
   });
   const deadline = performance.now() + 60_000;
   // (The log line on stdout goes through pino's asynchronous writer: it may come after stderr.)
   while (
-    !(stderr.includes("EVAL_ENABLED=1") && stdout.includes('"localnet.ready"')) &&
+    !(localnet.stderr().includes("EVAL_ENABLED=1") && localnet.stdout().includes('"localnet.ready"')) &&
     performance.now() < deadline
   )
     await new Promise((r) => setTimeout(r, 100));
@@ -61,6 +37,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   // A child killed by a signal has exitCode null too: its signalCode says it is gone.
+  const child = localnet?.child;
   if (child && child.exitCode === null && child.signalCode === null) {
     const exited = new Promise((r) => child.once("exit", r));
     child.kill("SIGTERM");
@@ -71,16 +48,23 @@ afterAll(async () => {
 
 describe("trajrl-validator localnet", () => {
   it("registers this wallet's hotkey, opens an epoch with the pin pack, and says what to point the validator at", async () => {
-    expect(stderr).toContain(`validator ${wallet.ss58} registered at uid 3 with a validator permit`);
-    expect(stderr).toMatch(/challenge epoch 1234: pack [0-9a-f]{12} \(pin\.json\), spec 27/);
+    expect(localnet.stderr()).toContain(
+      `validator ${wallet.ss58} registered at uid 3 with a validator permit`,
+    );
+    expect(localnet.stderr()).toMatch(/challenge epoch 1234: pack [0-9a-f]{12} \(pin\.json\), spec 27/);
     expect(LOCALNET_GENESIS_HASH).not.toBe(GENESIS_HASHES.finney);
-    expect(stderr).toContain(`(genesis ${LOCALNET_GENESIS_HASH})`);
+    expect(localnet.stderr()).toContain(`(genesis ${LOCALNET_GENESIS_HASH})`);
     const env =
       /NETWORK=local SUBTENSOR_ENDPOINT=(\S+) TRAJECTORYRL_API_BASE_URL=(\S+) NETUID=11 EVAL_ENABLED=1/.exec(
-        stderr,
+        localnet.stderr(),
       );
     expect(env).not.toBeNull();
-    const ready = JSON.parse(stdout.split("\n").find((l) => l.includes('"localnet.ready"'))!);
+    const ready = JSON.parse(
+      localnet
+        .stdout()
+        .split("\n")
+        .find((l) => l.includes('"localnet.ready"'))!,
+    );
     expect(ready).toMatchObject({
       NETWORK: "local",
       validator: wallet.ss58,
@@ -91,34 +75,17 @@ describe("trajrl-validator localnet", () => {
     });
 
     // A validator pointed there: its preflight finds the registration and the open epoch.
-    const check = await new Promise<{ code: number; out: string }>((resolve) => {
-      execFile(
-        process.execPath,
-        [
-          "--import",
-          "tsx",
-          join(root, "src/cli.ts"),
-          "check",
-          "--only",
-          "wallet,chain,platform",
-          "--timeout",
-          "8000",
-        ],
-        {
-          cwd: root,
-          env: {
-            PATH: process.env.PATH ?? "",
-            HOME: "/nonexistent",
-            WALLET_PATH: wallet.walletPath,
-            NETWORK: "local",
-            SUBTENSOR_ENDPOINT: env![1]!,
-            TRAJECTORYRL_API_BASE_URL: env![2]!,
-          },
-          timeout: 60_000,
-        },
-        (err, out) => resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, out }),
-      );
+    const ran = await runCli(["check", "--only", "wallet,chain,platform", "--timeout", "8000"], {
+      base: "clean",
+      env: {
+        WALLET_PATH: wallet.walletPath,
+        NETWORK: "local",
+        SUBTENSOR_ENDPOINT: env![1]!,
+        TRAJECTORYRL_API_BASE_URL: env![2]!,
+      },
+      timeoutMs: 60_000,
     });
+    const check = { code: ran.code, out: ran.stdout };
     expect(check.code, check.out).toBe(0);
     expect(check.out).toMatch(
       /^ok {4}chain {5}.*\(local\) at block \d+, netuid 11: uid 3, validator permit$/m,
@@ -127,23 +94,18 @@ describe("trajrl-validator localnet", () => {
   }, 90_000);
 
   it("stops on SIGTERM and says what it saw", async () => {
-    const exited = new Promise<number | null>((r) => child.once("close", (code) => r(code)));
-    child.kill("SIGTERM");
-    expect(await exited).toBe(0);
-    expect(stdout).toMatch(/"verdicts":0,"weights":0,"msg":"localnet\.stopped"/);
+    // Still running (as the first test found it) until this SIGTERM.
+    expect(localnet.child.exitCode).toBeNull();
+    localnet.child.kill("SIGTERM");
+    expect(await localnet.exited).toBe(0);
+    expect(localnet.stdout()).toMatch(/"verdicts":0,"weights":0,"msg":"localnet\.stopped"/);
   }, 30_000);
 
   it("a wallet it cannot read: one line with the validator's own hint (the compose deployment's names)", async () => {
-    const run = (args: string[], env: Record<string, string>) =>
-      new Promise<{ code: number; out: string; err: string }>((resolve) => {
-        execFile(
-          process.execPath,
-          ["--import", "tsx", join(root, "src/cli.ts"), ...args],
-          { cwd: root, env: { PATH: process.env.PATH ?? "", HOME: "/nonexistent", ...env }, timeout: 60_000 },
-          (err, out, errOut) =>
-            resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, out, err: errOut }),
-        );
-      });
+    const run = async (args: string[], env: Record<string, string>) => {
+      const r = await runCli(args, { base: "clean", env, timeoutMs: 60_000 });
+      return { code: r.code, out: r.stdout, err: r.stderr };
+    };
     // As in the container: the wallets mounted from the host's WALLETS_DIR, started by the rehearsal's compose pair.
     const env = {
       WALLET_PATH: wallet.walletPath,

@@ -1,5 +1,4 @@
 /** `trajrl-validator meter` as a miner runs it: token first, serves one episode, receipts in DATA_DIR. */
-import { spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -7,9 +6,9 @@ import { createInterface } from "node:readline";
 import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import { openDb, ReceiptRepo } from "../../src/store/index.js";
+import { runCli, startCli } from "../helpers/cli.js";
 import { startTestUpstream, type TestUpstream } from "../helpers/meter-upstream.js";
 
-const root = new URL("../..", import.meta.url).pathname;
 let up: TestUpstream | undefined;
 afterEach(async () => {
   await up?.close();
@@ -19,12 +18,8 @@ describe("trajrl-validator meter (standalone)", () => {
   it("prints the token, meters calls with the named key, writes receipts, summarises on SIGTERM", async () => {
     up = await startTestUpstream({ apiKey: "sk-miner-own" });
     const dataDir = mkdtempSync(join(tmpdir(), "meter-cli-"));
-    const child = spawn(
-      process.execPath,
+    const meter = startCli(
       [
-        "--import",
-        "tsx",
-        join(root, "src/cli.ts"),
         "meter",
         "--upstream",
         up.url,
@@ -37,17 +32,10 @@ describe("trajrl-validator meter (standalone)", () => {
         "--episode",
         "cli-ep",
       ],
-      {
-        cwd: root,
-        env: { ...process.env, DATA_DIR: dataDir, MINER_KEY: "sk-miner-own", LOG_LEVEL: "info" },
-        stdio: ["ignore", "pipe", "pipe"],
-      },
+      { env: { DATA_DIR: dataDir, MINER_KEY: "sk-miner-own", LOG_LEVEL: "info" } },
     );
-    let stderr = "";
-    child.stderr.on("data", (d) => {
-      stderr += d;
-    });
-    const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+    const child = meter.child;
+    const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
     const token = (await lines.next()).value as string;
     const base = (await lines.next()).value as string;
     expect(token).toMatch(/^ep-[A-Za-z0-9_-]{32}$/);
@@ -63,41 +51,23 @@ describe("trajrl-validator meter (standalone)", () => {
     await r.body.dump();
     expect(up.received[0]!.authorization).toBe("Bearer sk-miner-own");
 
-    const exited = new Promise<number | null>((res) => child.once("exit", (code) => res(code)));
     child.kill("SIGTERM");
     const summary = JSON.parse((await lines.next()).value as string);
-    expect(await exited).toBe(0);
+    expect(await meter.exited).toBe(0);
     expect(summary).toMatchObject({ episode_id: "cli-ep", cap_usd: 0.05, calls: 1 });
-    expect(stderr).not.toContain("sk-miner-own");
-    expect(stderr).not.toContain(token);
+    expect(meter.stderr()).not.toContain("sk-miner-own");
+    expect(meter.stderr()).not.toContain(token);
     const receipts = new ReceiptRepo(openDb(join(dataDir, "validator.sqlite"))).listByEpisode("cli-ep");
     expect(receipts).toHaveLength(1);
     expect(receipts[0]).toMatchObject({ model: "glm-5.3-flash", status: 200, completion_tokens: 10 });
   });
 
   it("a missing key variable is one line on stderr and exit 1", async () => {
-    const child = spawn(
-      process.execPath,
-      [
-        "--import",
-        "tsx",
-        join(root, "src/cli.ts"),
-        "meter",
-        "--upstream",
-        "http://127.0.0.1:9/v1",
-        "--cap",
-        "0.1",
-        "--api-key-env",
-        "NOPE_NOT_SET",
-      ],
-      { cwd: root, env: { ...process.env, NOPE_NOT_SET: "" }, stdio: ["ignore", "pipe", "pipe"] },
+    const r = await runCli(
+      ["meter", "--upstream", "http://127.0.0.1:9/v1", "--cap", "0.1", "--api-key-env", "NOPE_NOT_SET"],
+      { env: { NOPE_NOT_SET: "" } },
     );
-    let stderr = "";
-    child.stderr.on("data", (d) => {
-      stderr += d;
-    });
-    const code = await new Promise<number | null>((res) => child.once("exit", (c) => res(c)));
-    expect(code).toBe(1);
-    expect(stderr.trim()).toBe("error: --api-key-env NOPE_NOT_SET: the variable is not set");
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toBe("error: --api-key-env NOPE_NOT_SET: the variable is not set");
   });
 });

@@ -2,7 +2,6 @@
  * `trajrl-validator status` and the container HEALTHCHECK script as an operator runs them: child
  * processes against a status server on loopback, and against a database with no daemon.
  */
-import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,33 +11,22 @@ import { silentLogger } from "../../src/log.js";
 import { LiveStatus } from "../../src/status/index.js";
 import { type Db, openDb } from "../../src/store/index.js";
 import { type StatusServer, startStatusServer } from "../../src/web/index.js";
+import { runCli } from "../helpers/cli.js";
 import { freePort as deadPort } from "../helpers/ports.js";
 import { NETWORK, seedLive, seedStore } from "../helpers/web.js";
 
 const root = new URL("../..", import.meta.url).pathname;
 
 /** Async on purpose: the server under test lives in this process and must keep answering. */
-function run(
-  args: string[],
-  env: Record<string, string>,
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ["--import", "tsx", ...args],
-      {
-        cwd: root,
-        env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/root", ...env },
-        timeout: 30_000,
-      },
-      (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === "number" ? err.code : 1) : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
-}
-const cli = (env: Record<string, string>, ...args: string[]) => run([join(root, "src/cli.ts"), ...args], env);
+const options = (env: Record<string, string>) => ({
+  base: "clean" as const,
+  env: { HOME: process.env.HOME ?? "/root", ...env },
+  timeoutMs: 30_000,
+});
+const cli = (env: Record<string, string>, ...args: string[]) => runCli(args, options(env));
+/** The container HEALTHCHECK script (src/web/healthcheck.ts) with its arguments. */
+const healthcheck = (args: string[], env: Record<string, string>) =>
+  runCli(args, { ...options(env), entry: join(root, "src/web/healthcheck.ts") });
 
 /** A loopback port nothing listens on (bound, read, released). */
 describe("trajrl-validator status", () => {
@@ -140,7 +128,6 @@ describe("a degraded daemon (the chain unreachable past DEGRADED_AFTER_S)", () =
       log: silentLogger,
       dockerPing: async () => ({ ok: true, checkedAt: 0 }),
     });
-    const script = join(root, "src/web/healthcheck.ts");
     try {
       live.raise("consensus_divergence", "epoch 9: local 0.5 vs server 0.6", "warn");
       live.raise("chain_unreachable", "chain: chain_unreachable: connect ECONNREFUSED", "error");
@@ -149,7 +136,7 @@ describe("a degraded daemon (the chain unreachable past DEGRADED_AFTER_S)", () =
       const early = await cli({}, "status", "--url", server.url);
       expect(early.code).toBe(0);
       expect(early.stdout.split("\n")[0]).toMatch(/ · healthy · ALARM chain_unreachable \(\S+ ago\) \+1$/);
-      expect((await run([script, `${server.url}/readyz`], {})).code).toBe(0);
+      expect((await healthcheck([`${server.url}/readyz`], {})).code).toBe(0);
 
       t += 31_000;
       const r = await cli({}, "status", "--url", server.url);
@@ -159,7 +146,7 @@ describe("a degraded daemon (the chain unreachable past DEGRADED_AFTER_S)", () =
       expect(rest.join("\n")).toContain(
         "! chain: chain unreachable for 1m01s (threshold 1m00s): chain: chain_unreachable",
       );
-      const hc = await run([script, `${server.url}/readyz`], {});
+      const hc = await healthcheck([`${server.url}/readyz`], {});
       expect(hc.code).toBe(1);
       expect(hc.stdout).toMatch(/^degraded \(503\): chain unreachable for 1m01s \(threshold 1m00s\)/);
       // Liveness still holds: restarting the process would not bring the chain back.
@@ -167,7 +154,7 @@ describe("a degraded daemon (the chain unreachable past DEGRADED_AFTER_S)", () =
 
       live.clear("chain_unreachable");
       expect((await cli({}, "status", "--url", server.url)).code).toBe(0);
-      expect((await run([script, `${server.url}/readyz`], {})).code).toBe(0);
+      expect((await healthcheck([`${server.url}/readyz`], {})).code).toBe(0);
     } finally {
       await server.close();
       db.close();
@@ -176,8 +163,6 @@ describe("a degraded daemon (the chain unreachable past DEGRADED_AFTER_S)", () =
 });
 
 describe("the container HEALTHCHECK script", () => {
-  const script = join(root, "src/web/healthcheck.ts");
-
   it("exits 0 on a healthy daemon and 1 with the reasons on an unhealthy one", async () => {
     const db = openDb(":memory:");
     let dockerOk = true;
@@ -193,11 +178,11 @@ describe("the container HEALTHCHECK script", () => {
           : { ok: false, error: "Docker at /var/run/docker.sock: EACCES", checkedAt: 0 },
     });
     try {
-      const ok = await run([script], { STATUS_HOST: "0.0.0.0", STATUS_PORT: String(server.port) });
+      const ok = await healthcheck([], { STATUS_HOST: "0.0.0.0", STATUS_PORT: String(server.port) });
       expect(ok).toMatchObject({ code: 0, stdout: "healthy\n" });
       dockerOk = false;
       await new Promise((r) => setTimeout(r, 5100)); // past the Docker probe's cache
-      const bad = await run([script], { STATUS_PORT: String(server.port) });
+      const bad = await healthcheck([], { STATUS_PORT: String(server.port) });
       expect(bad.code).toBe(1);
       expect(bad.stdout).toBe("unhealthy (503): Docker at /var/run/docker.sock: EACCES\n");
     } finally {
@@ -207,7 +192,7 @@ describe("the container HEALTHCHECK script", () => {
   });
 
   it("exits 1 when nothing answers", async () => {
-    const r = await run([script], { STATUS_PORT: String(await deadPort()) });
+    const r = await healthcheck([], { STATUS_PORT: String(await deadPort()) });
     expect(r.code).toBe(1);
     expect(r.stdout).toMatch(/^no answer from http:\/\/127\.0\.0\.1:\d+\/readyz: ECONNREFUSED/);
   });

@@ -10,8 +10,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { beforeAll, describe, expect, it } from "vitest";
+import { leftoversOf } from "../helpers/cli.js";
 import { requireDocker } from "../helpers/docker.js";
-import { type EvalRun, leftoversOf, runEvalCli } from "../helpers/eval-cli.js";
+import { type EvalRun, runEvalCli } from "../helpers/eval-cli.js";
 
 const SEED = Number(process.env.CRASH_SEED ?? 20261203);
 const POINTS = Number(process.env.CRASH_POINTS ?? 20);
