@@ -5,9 +5,6 @@
 import type { ChildProcess } from "node:child_process";
 import { startCli } from "./cli.js";
 
-/** One home in ./cli.ts; named here too for the files that import it from this module. */
-export { leftoversOf } from "./cli.js";
-
 export interface EvalRun {
   code: number | null;
   stdout: string;

@@ -5,20 +5,18 @@
  * reference runs as the agent user without a network. The CLI exits 1 on a failure. The fixture
  * graders are plain bash on upstream's report contract ([verifier] report = "files").
  */
-import { execFile } from "node:child_process";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProjectImages } from "../../src/bench/index.js";
 import { checkScenario, checkScenarios } from "../../src/episode/scenario-check.js";
 import type { Sandbox } from "../../src/sandbox/sandbox.js";
 import { loadCatalogue } from "../../src/scenarios/index.js";
+import { runCli } from "../helpers/cli.js";
 import { REPO_ROOT, SCENARIOS_DIR } from "../helpers/episode.js";
 import { countLabelled, openTestSandbox } from "../helpers/sandbox.js";
 
-const run = promisify(execFile);
 let sb: Sandbox;
 let images: ProjectImages;
 let tmp: string;
@@ -141,13 +139,7 @@ describe("scenarios check", () => {
   }, 600_000);
 
   it("the CLI prints the table and exits 1 when a scenario fails", async () => {
-    const cli = (args: string[]) =>
-      run(process.execPath, ["--import", "tsx", "src/cli.ts", "scenarios", "check", "--dir", tmp, ...args], {
-        cwd: REPO_ROOT,
-      }).then(
-        (r) => ({ code: 0, stdout: r.stdout }),
-        (e: { code: number; stdout: string }) => ({ code: e.code, stdout: e.stdout }),
-      );
+    const cli = (args: string[]) => runCli(["scenarios", "check", "--dir", tmp, ...args]);
     const ok = await cli(["fixture-good"]);
     expect(ok.code).toBe(0);
     expect(ok.stdout).toMatch(

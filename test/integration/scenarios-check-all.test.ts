@@ -3,10 +3,10 @@
  * fresh verifier and its empty deliverable scores exactly the recorded null floor (`scenarios check`),
  * under gVisor, the runtime episodes get by default (this file runs in the `gvisor` test project).
  */
-import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadCatalogue } from "../../src/scenarios/index.js";
+import { runCli } from "../helpers/cli.js";
 import { requireDocker } from "../helpers/docker.js";
 
 const root = new URL("../..", import.meta.url).pathname;
@@ -16,19 +16,12 @@ describe("scenarios check (the whole shipped suite)", () => {
     await requireDocker();
     const catalogue = await loadCatalogue(join(root, "scenarios"));
     expect(catalogue.length).toBeGreaterThanOrEqual(10);
-    const r = spawnSync(
-      process.execPath,
-      ["--import", "tsx", join(root, "src/cli.ts"), "scenarios", "check", "--json", "--concurrency", "2"],
-      {
-        cwd: root,
-        encoding: "utf8",
-        timeout: 1_500_000,
-        maxBuffer: 64 * 1024 * 1024,
-        // The product's default: gVisor (this project's engine has it), runc where a scenario declares it must.
-        env: { ...process.env, EPISODE_RUNTIME: "auto" },
-      },
-    );
-    expect(r.status, r.stderr.slice(-4000)).toBe(0);
+    const r = await runCli(["scenarios", "check", "--json", "--concurrency", "2"], {
+      timeoutMs: 1_500_000,
+      // The product's default: gVisor (this project's engine has it), runc where a scenario declares it must.
+      env: { EPISODE_RUNTIME: "auto" },
+    });
+    expect(r.code, r.stderr.slice(-4000)).toBe(0);
     // One JSON object per scenario, one per line.
     const rows = r.stdout
       .split("\n")

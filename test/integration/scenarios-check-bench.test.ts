@@ -11,7 +11,6 @@
  *
  * Network: the registry listens on loopback; the solve and verifier containers get no network.
  */
-import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -21,9 +20,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BenchBuildResult } from "../../src/bench/index.js";
 import type { CheckRow } from "../../src/episode/index.js";
 import { loadCatalogue } from "../../src/scenarios/index.js";
+import { leftoversOf, startCli } from "../helpers/cli.js";
 import { requireDocker } from "../helpers/docker.js";
-import { REPO_ROOT, SCENARIOS_DIR } from "../helpers/episode.js";
-import { leftoversOf } from "../helpers/eval-cli.js";
+import { SCENARIOS_DIR } from "../helpers/episode.js";
 import { pushOfflineBench, REGISTRY, untag } from "../helpers/registry.js";
 
 const RUN = randomBytes(4).toString("hex");
@@ -38,20 +37,13 @@ const pids: number[] = [];
 const tmp = mkdtempSync(join(tmpdir(), "check-bench-"));
 
 /** `trajrl-validator scenarios check ARGS` as a child process (stderr a pipe, not a terminal). */
-function check(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(
-      process.execPath,
-      ["--import", "tsx", join(REPO_ROOT, "src/cli.ts"), "scenarios", "check", ...args],
-      { cwd: REPO_ROOT, env: { ...process.env, VERIFIER_NETWORK: "none", DATA_DIR: join(tmp, "data") } },
-    );
-    pids.push(child.pid!);
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
+async function check(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const p = startCli(["scenarios", "check", ...args], {
+    env: { VERIFIER_NETWORK: "none", DATA_DIR: join(tmp, "data") },
   });
+  pids.push(p.child.pid!);
+  const { code, stdout, stderr } = await p.done;
+  return { code, stdout, stderr };
 }
 
 const rowsOf = (stdout: string): CheckRow[] =>
