@@ -20,7 +20,6 @@ export interface EpisodeAgent {
 }
 
 export interface EpisodeKind {
-  readonly runtime: EpisodeRuntime;
   /** The agent's disk bounds (the kind's defaults, each overridable). */
   readonly disk: Required<AgentDiskLimit>;
   /** The sidecar's command, user, files and health probe. */
@@ -47,16 +46,14 @@ export function episodeKindOf(
 ): EpisodeKind {
   return runtime.kind === "bench"
     ? benchKind(runtime, agentDiskOf("bench", opts.agentDisk))
-    : builtinKind(runtime, agentDiskOf("builtin", opts.agentDisk), opts);
+    : builtinKind(agentDiskOf("builtin", opts.agentDisk), opts);
 }
 
 function builtinKind(
-  runtime: EpisodeRuntime,
   disk: Required<AgentDiskLimit>,
   opts: Pick<RunEpisodeOptions, "agentCommand" | "agentEnv">,
 ): EpisodeKind {
   return {
-    runtime,
     disk,
     sidecarLaunch: (run, image) => builtinLaunch(run, image),
     createAgent: async (run, at) => {
@@ -81,7 +78,6 @@ function benchKind(
   disk: Required<AgentDiskLimit>,
 ): EpisodeKind {
   return {
-    runtime,
     disk,
     sidecarLaunch: async (run) => benchLaunch(run, runtime.sdk),
     createAgent: async (run, at) => {

@@ -11,13 +11,7 @@ import { join } from "node:path";
 import { isAbortError, toValidatorError } from "../errors.js";
 import { type Logger, silentLogger } from "../log.js";
 import type { Listener } from "../meter/index.js";
-import {
-  type BuiltImage,
-  boundEngineCalls,
-  type EpisodeTopology,
-  safeName,
-  uniqueName,
-} from "../sandbox/index.js";
+import { type BuiltImage, type EpisodeTopology, safeName, uniqueName } from "../sandbox/index.js";
 import { runAgent } from "./agent.js";
 import { ArtifactWriter } from "./artifacts.js";
 import type { Collected } from "./collect.js";
@@ -96,9 +90,6 @@ function openEpisode(opts: RunEpisodeOptions): Episode {
     collected: undefined,
     grade: undefined,
   };
-  // Every plain engine call of the episode has a deadline (idempotent; a client the sandbox
-  // opened itself already has one).
-  boundEngineCalls(sandbox.docker);
   return ep;
 }
 

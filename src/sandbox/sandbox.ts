@@ -10,7 +10,7 @@ import { silentLogger } from "../log.js";
 import { EPISODE_DNS_UPSTREAM } from "./container-spec.js";
 import { connectNetwork, createContainer, startContainer, waitExit } from "./containers.js";
 import { DNS_CVE, engineDnsVerdict } from "./dns.js";
-import { type Container, connectDocker, type Docker, engine } from "./docker.js";
+import { boundEngineCalls, type Container, connectDocker, type Docker, engine } from "./docker.js";
 import { installEngineFirewall } from "./engine-firewall.js";
 import { EngineWatch } from "./engine-watch.js";
 import { dockerEpisodeEngine, type EpisodeEngine } from "./episode-engine.js";
@@ -182,7 +182,9 @@ export class Sandbox {
 
   /** The object alone, no I/O (the pool opens engines that may not answer yet, and keeps their session). */
   static create(opts: SandboxOptions): Sandbox {
-    const docker = opts.docker ?? connectDocker(opts.socketPath);
+    // Every plain engine call of the sandbox and its episodes has a deadline (idempotent: a client
+    // already bounded, by connectDocker or the pool, keeps its figures).
+    const docker = boundEngineCalls(opts.docker ?? connectDocker(opts.socketPath));
     return new Sandbox(docker, opts);
   }
 

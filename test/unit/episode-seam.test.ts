@@ -63,16 +63,14 @@ describe("the episode's seam to the container engine", () => {
     expect(found).toEqual([]);
   });
 
-  it("no file uses the sandbox's Docker client, but the episode's bound on its calls", () => {
-    // boundEngineCalls(sandbox.docker) in episode.ts: the client's call deadline, set where the
-    // episode starts (idempotent); the one use left.
+  it("no file uses the sandbox's Docker client (its calls' deadline is set by Sandbox.create)", () => {
     const uses = files.flatMap((f) =>
       f.text
         .split("\n")
         .filter((l) => /\.docker\b/.test(l) && !/^\s*(\*|\/\/)/.test(l))
         .map((l) => `${f.name}: ${l.trim()}`),
     );
-    expect(uses).toEqual(["episode.ts: boundEngineCalls(sandbox.docker);"]);
+    expect(uses).toEqual([]);
   });
 
   it("the kind of episode is asked in one place: where its strategy is chosen", () => {
