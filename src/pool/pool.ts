@@ -20,7 +20,6 @@ import type { EpisodeResult } from "../episode/index.js";
 import { InfraError, InputError, toValidatorError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { type BuiltImage, connectEngine, type Docker, probeEngine, type Sandbox } from "../sandbox/index.js";
-import { checkEngine } from "./engine-check.js";
 import { readDrained } from "./drain.js";
 import {
   closeEngine,
@@ -30,6 +29,7 @@ import {
   pingWithin,
   viewOf,
 } from "./engine.js";
+import { checkEngine } from "./engine-check.js";
 import { type EvaluationPlacement, engineLost, unlessStuckAfterLoss } from "./episode-placement.js";
 import { EngineImages } from "./images.js";
 import type { PoolOptions } from "./options.js";
