@@ -154,7 +154,7 @@ describe("the runtime of each container", () => {
   });
 
   it("a sandbox not yet started has no episode runtime, so no engine and no scope (never a silent runc)", () => {
-    const connection = { modem: {} } as unknown as Docker;
+    const connection = { modem: { dial: () => undefined } } as unknown as Docker;
     const sb = Sandbox.create({ docker: connection, episodeRuntime: "auto", reapIntervalMs: 0 });
     expect(sb.episodeRuntime).toBeUndefined();
     for (const use of [() => sb.episodeEngine, () => sb.openScope("e", 1000)]) {
